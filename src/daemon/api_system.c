@@ -46,8 +46,8 @@ static int storeq_metrics(hookd_buf *o, const char *name, hookd_storeq *q) {
   hookd_storeq_stats st;
   hookd_storeq_get_stats(q, &st);
   static const char *const bb[] = {"1", "4", "16", "64", "256", "1024", "+Inf"};
-  static const char *const lb[] = {"0.0005", "0.001", "0.002", "0.005",
-                                   "0.01",   "0.05",  "0.25",  "+Inf"};
+  static const char *const lb[] = {"0.0005", "0.001", "0.002", "0.005", "0.01", "0.05",
+                                   "0.25",   "1",     "5",     "30",    "+Inf"};
   int rc = hookd_buf_printf(o,
                             "# HELP hookd_store_%s_queue_depth store ops waiting\n"
                             "# TYPE hookd_store_%s_queue_depth gauge\n"
@@ -75,7 +75,7 @@ static int storeq_metrics(hookd_buf *o, const char *name, hookd_storeq *q) {
                           "# TYPE hookd_store_commit_seconds histogram\n",
                           (unsigned long long)st.ops, (unsigned long long)st.batches);
   cum = 0;
-  for (int i = 0; i < 8 && !rc; i++) {
+  for (int i = 0; i < 11 && !rc; i++) {
     cum += st.commit_us_hist[i];
     rc = hookd_buf_printf(o, "hookd_store_commit_seconds_bucket{le=\"%s\"} %llu\n", lb[i], cum);
   }
@@ -249,8 +249,26 @@ void hookd_api_metrics(hookd_req *r, hookd_app *app) { /* the router checked the
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_endpoints_paused",
                                      "endpoints paused by a Retry-After", ds.endpoints_paused);
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_endpoints_slow",
-                                     "endpoints whose last attempt was slow or timed out",
+                                     "endpoints marked slow: an attempt slow or timed out, or a "
+                                     "request still in flight past half its timeout, until 8 "
+                                     "fast successes in a row",
                                      ds.endpoints_slow);
+  rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_endpoints_failing",
+                                     "enabled endpoints in a failing run (5xx, timeouts, network "
+                                     "errors, no success since), as this node sees them",
+                                     ds.endpoints_failing);
+  double failing_for = ds.oldest_failing_ms && ds.oldest_failing_ms < at
+                           ? (at - ds.oldest_failing_ms) / 1e3
+                           : 0;
+  rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_oldest_failing_age_seconds",
+                                     "how long the longest failing run of an enabled endpoint "
+                                     "has lasted (its failing_since; --disable-failing-after-s "
+                                     "disables it)",
+                                     failing_for);
+  rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_endpoints_disabled",
+                                     "endpoints disabled, by an operator, a 410 or a failing run "
+                                     "(their deliveries wait)",
+                                     ds.endpoints_disabled);
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_claimed_body_bytes",
                                      "bytes of event bodies held by claimed deliveries (an "
                                      "event's body once, whatever its fan-out)",

@@ -1058,7 +1058,10 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   /* nor a timeout of hookd's own stall (docs/architecture.md): its answer may have waited unread */
   bool stall_timeout = req->stalled_ms && req->net == HOOKD_NET_TIMEOUT;
   if (stale || req->abandoned || stall_timeout) ok = bad = reached = false;
-  if (stall_timeout) d->stall_ended++;
+  if (stall_timeout) {
+    d->stall_ended++;
+    HOOKD_INC(attempts_stalled);
+  }
   /* a half-open breaker's probe closes on a reached receiver; only while half-open (a probe
    * ending after another closed it: a 4xx is no success of a closed breaker's window) */
   bool probe = disp_probe(it);
@@ -2159,8 +2162,8 @@ static bool leases_current(const hookd_dispatcher *d) {
 
 /* What takes a walk over every endpoint: a few times a second. */
 static void update_stats(hookd_dispatcher *d) {
-  int64_t oldest = 0, oldest_held = 0, now = disp_now(d);
-  int open = 0, paused = 0, slow = 0;
+  int64_t oldest = 0, oldest_held = 0, oldest_failing = 0, now = disp_now(d);
+  int open = 0, paused = 0, slow = 0, failing = 0, disabled = 0;
   const char *k;
   void *v;
   for (size_t i = 0; (i = hookd_strmap_next(&d->tenants, i, &k, &v)) != 0;)
@@ -2179,6 +2182,10 @@ static void update_stats(hookd_dispatcher *d) {
     if (e->br.state == HOOKD_BREAKER_OPEN) {
       int64_t probe = hookd_breaker_retry_at(&e->br, &d->breaker_cfg);
       if (probe > held) held = probe;
+    } else if (e->br.state == HOOKD_BREAKER_HALF_OPEN && held <= now) {
+      /* its probe is out: the rest wait on its answer (read as pending, a hanging endpoint's
+       * age moved from one gauge to the other at each probe, and both alerts broke: a review) */
+      held = now + 1;
     }
     /* and how far behind what a broken receiver holds is (its breaker open, or paused) */
     if (due && due <= now && held > now && (!oldest_held || due < oldest_held)) oldest_held = due;
@@ -2187,6 +2194,14 @@ static void update_stats(hookd_dispatcher *d) {
     /* (a disabled endpoint's breaker stays as it was, never asked again until it is enabled,
      * which resets it: not counted open) */
     open += e->cfg.enabled && e->br.state != HOOKD_BREAKER_CLOSED;
+    disabled += !e->cfg.enabled && !e->gone;
+    /* a failing run (5xx, timeouts, network errors, no success since) that a low-traffic
+     * endpoint's breaker never sees: its retries wait out their backoff, due later, in no other
+     * gauge (a review: down for days, nothing but a failure counter moving) */
+    if (e->cfg.enabled && !e->gone && e->failing_since) {
+      failing++;
+      if (!oldest_failing || e->failing_since < oldest_failing) oldest_failing = e->failing_since;
+    }
     paused += e->paused_until > now;
     /* a disabled endpoint's slow mark (never cleared: it gets no fast answers) holds back no
      * newcomer of its tenant, nor reads as slow in the gauge */
@@ -2206,6 +2221,9 @@ static void update_stats(hookd_dispatcher *d) {
   d->stats.walked_ms = now;
   d->stats.endpoints_paused = paused;
   d->stats.endpoints_slow = slow; /* (claims_held: the loop sets it as it changes) */
+  d->stats.endpoints_failing = failing;
+  d->stats.oldest_failing_ms = oldest_failing;
+  d->stats.endpoints_disabled = disabled;
   pthread_mutex_unlock(&d->mu);
 }
 

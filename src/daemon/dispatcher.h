@@ -75,6 +75,9 @@ typedef struct hookd_dispatcher_stats {
   int breakers_open;
   int endpoints_paused;
   int endpoints_slow;
+  int endpoints_failing;      /* enabled endpoints in a failing run, as this node sees them */
+  int64_t oldest_failing_ms;  /* the earliest failing_since among them, 0 if none */
+  int endpoints_disabled;     /* endpoints disabled (by an operator, a 410, a failing run) */
   int64_t claimed_body_bytes; /* bodies held by claimed deliveries, each event's once */
   bool claims_held;           /* a step of the wall clock: this node's stored leases are still
                                  to be moved, so it claims and sweeps nothing meanwhile; or, on a

@@ -7,9 +7,11 @@
 
 hookd_metrics hookd_m;
 
-/* Upper bounds in ms of the latency histograms. */
-static const int64_t bounds_ms[HOOKD_HIST_BUCKETS] = {1,   5,    10,   25,    50,    100,
-                                                      250, 500,  1000, 2500,  10000, 60000};
+/* Upper bounds in ms of the latency histograms: up to a day, since a delivery's or a forward's
+ * time to its 2xx spans its retries (60 s at the most before, and every retried one fell in
+ * +Inf: a metrics review) */
+static const int64_t bounds_ms[HOOKD_HIST_BUCKETS] = {
+    1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 10000, 60000, 300000, 3600000, 86400000};
 
 static const char *const outcome_names[M_OUT__COUNT] = {
     "success",       "http_error", "timeout",        "dns_error", "connect_error",
@@ -217,6 +219,11 @@ int hookd_metrics_render(hookd_buf *o) {
                          "SIGSTOP, a paused VM, swapping): the timeouts they caused are not "
                          "counted against the endpoints",
                          LOAD(m->egress_stalls));
+  rc = rc ? rc : counter(o, "hookd_attempts_stalled_total",
+                         "attempts ended by their timeout after a stall of hookd's own: counted "
+                         "in hookd_attempts_total and hookd_attempt_failures_total as timeouts "
+                         "too (subtract them for the receivers' share), not against the endpoints",
+                         LOAD(m->attempts_stalled));
   rc = rc ? rc : counter(o, "hookd_egress_fd_exhausted_total",
                          "deliveries given back unsent: hookd had no file descriptor left for the "
                          "connection (not counted against the endpoint)",

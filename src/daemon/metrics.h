@@ -10,7 +10,7 @@
 #include "core/buf.h"
 #include "store/store.h"
 
-#define HOOKD_HIST_BUCKETS 12
+#define HOOKD_HIST_BUCKETS 15
 
 /* Why an /in/ request was refused: hookd_inbound_rejected_total{reason} (a wrong secret told
  * apart from a clock off by more than the tolerance). */
@@ -82,6 +82,7 @@ typedef struct hookd_metrics {
   _Atomic uint64_t filters_over;     /* payload filters that gave up on an event's payload */
   _Atomic uint64_t egress_blocked;
   _Atomic uint64_t egress_stalls;    /* sockets read a second or more late: hookd's own stall */
+  _Atomic uint64_t attempts_stalled; /* attempts timed out by such a stall */
   _Atomic uint64_t egress_fd_exhausted; /* requests not made: no file descriptor left */
   _Atomic uint64_t egress_local_failures; /* requests not made: hookd's proxy, CA file, port */
   _Atomic uint64_t egress_lookups_abandoned; /* requests ended before their name was resolved */

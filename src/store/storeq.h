@@ -57,7 +57,8 @@ typedef struct hookd_storeq_stats {
   int last_failed;         /* the last batch failed (its commit or transaction); 0 once one
                             * that wrote (or probed, HOOKD_STORE probe) commits again */
   uint64_t batch_hist[8];  /* batch sizes: 1, 2-4, 5-16, 17-64, 65-256, 257-1024, >1024 */
-  uint64_t commit_us_hist[8]; /* commit latency: <0.5ms <1ms <2ms <5ms <10ms <50ms <250ms >= */
+  uint64_t commit_us_hist[11]; /* commit latency: <0.5ms <1ms <2ms <5ms <10ms <50ms <250ms <1s
+                                 <5s <30s >= */
   uint64_t commit_us_sum;
   uint64_t slow_batches;   /* committed batches that took HOOKD_STOREQ_SLOW_US or more */
   uint64_t settled_commits[2]; /* commits whose answer was lost, then found committed / rolled

@@ -309,6 +309,72 @@ describe('observability', () => {
     await up.close();
   });
 
+  it('a half-open breaker\'s probe out to a hanging endpoint: its deliveries read as held, not as hookd behind', async () => {
+    const h = await startHookd({ args: ['--breaker-min-requests', '2', '--breaker-cooldown-ms', '500'] });
+    const metrics = async () => parsePrometheus((await h.api('GET', '/metrics')).text);
+    const hang = await startReceiver(() => 'hang');
+    const { tenant, endpoint } = await setup(h, hang.url, { timeout_ms: 2000,
+      retry: { max_attempts: 50, backoff_base_ms: 100, backoff_cap_ms: 100 } });
+    for (let i = 0; i < 4; i++) assert.equal((await publish(h, tenant, { type: 'a', payload: { i } })).status, 202);
+    // a probe hangs for its 2 s timeout: every scrape while it is out (half-open before and
+    // after the scrape) reads the deliveries held, hookd not behind — before, a review, the
+    // scrapes after the first walk of the probe (the gauges are as of the last walk, 200 ms
+    // at most before) read them pending and none held
+    const health = async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health;
+    await waitUntil(async () => {
+      const hl = await health();
+      return hl.breaker === 'half_open' && hl.in_flight === 1 || null;
+    }, { what: 'a probe out', timeout: 15000 });
+    const t0 = Date.now();
+    const seen = [];
+    for (;;) {
+      const m = await metrics();
+      if ((await health()).breaker !== 'half_open') break;
+      seen.push({ at: Date.now() - t0, pending: sampleValue(m, 'hookd_oldest_pending_age_seconds'),
+        held: sampleValue(m, 'hookd_oldest_held_age_seconds') });
+    }
+    // (those of the first 300 ms may read the walk before the probe went: due then, pending)
+    const late = seen.filter((s) => s.at >= 300);
+    assert.ok(late.length >= 3 && late.at(-1).at >= 1000, `scrapes through the probe: ${JSON.stringify(seen)}`);
+    const wrong = late.filter((s) => !(s.held > 0 && s.pending === 0));
+    assert.deepEqual(wrong, [], 'every scrape while the probe is out reads the deliveries held, none pending');
+    hang.releaseHanging();
+    assert.equal((await h.stop()).code, 0);
+    await hang.close();
+  });
+
+  it('a low-traffic endpoint failing with its breaker closed shows in hookd_endpoints_failing and hookd_oldest_failing_age_seconds; a disabled one in hookd_endpoints_disabled; the histograms reach a day, commits 30 s', async () => {
+    const h = await startHookd();
+    const metrics = async () => parsePrometheus((await h.api('GET', '/metrics')).text);
+    let m = await metrics();
+    assert.equal(sampleValue(m, 'hookd_endpoints_failing'), 0);
+    assert.equal(sampleValue(m, 'hookd_oldest_failing_age_seconds'), 0);
+    assert.equal(sampleValue(m, 'hookd_endpoints_disabled'), 0);
+    assert.ok(m.some((s) => s.name === 'hookd_delivered_after_seconds_bucket' && s.labels.le === '86400'), 'a day');
+    assert.ok(m.some((s) => s.name === 'hookd_store_commit_seconds_bucket' && s.labels.le === '30'), '30 s');
+    const down = await startReceiver(() => ({ status: 500 }));
+    // one event, its retry an hour away: the breaker never sees its 10 outcomes a minute
+    const { tenant, endpoint } = await setup(h, down.url,
+      { retry: { max_attempts: 5, backoff_base_ms: 3600000, backoff_cap_ms: 3600000 } });
+    const p = await publish(h, tenant, { type: 'a', payload: {} });
+    await waitDelivery(h, p.json.id, (d) => d[0]?.state === 'retrying');
+    m = await waitUntil(async () => {
+      const x = await metrics();
+      return sampleValue(x, 'hookd_oldest_failing_age_seconds') > 0.5 ? x : null;
+    }, { what: 'the failing run\'s age' });
+    assert.equal(sampleValue(m, 'hookd_endpoints_failing'), 1);
+    assert.equal(sampleValue(m, 'hookd_breakers_open'), 0, 'its breaker closed');
+    assert.equal(sampleValue(m, 'hookd_oldest_pending_age_seconds'), 0, 'nothing due');
+    assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { enabled: false })).status, 200);
+    m = await waitUntil(async () => {
+      const x = await metrics();
+      return sampleValue(x, 'hookd_endpoints_disabled') === 1 ? x : null;
+    }, { what: 'the disable counted' });
+    assert.equal(sampleValue(m, 'hookd_endpoints_failing'), 0, 'a disabled endpoint is no failing one');
+    assert.equal((await h.stop()).code, 0);
+    await down.close();
+  });
+
   it('a delivery\'s log lines carry its correlation keys (delivery, event, tenant, endpoint, lease token, worker, attempt)', async () => {
     const h = await startHookd();
     const r = await startReceiver(() => ({ status: 400 }));

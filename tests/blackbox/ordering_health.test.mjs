@@ -186,6 +186,7 @@ describe('endpoint health and ordering lanes', () => {
     assert.ok(said.length >= 1 && said[0].stalled_ms >= 2000, JSON.stringify(said));
     const m = parsePrometheus((await h.api('GET', '/metrics')).text);
     assert.ok(sampleValue(m, 'hookd_egress_stalls_total', {}) >= 1);
+    assert.ok(sampleValue(m, 'hookd_attempts_stalled_total', {}) >= 6, 'its six timeouts counted as the stall\'s');
     assert.equal((await h.stop()).code, 0);
     await r.close();
     await rb.close();
