@@ -109,23 +109,28 @@ static int storeq_metrics(hookd_buf *o, const char *name, hookd_storeq *q) {
 }
 
 /* Per-endpoint gauges, for the endpoints with something to show (requests in flight or
- * waiting, a breaker not closed), at most ENDPOINT_SERIES of them: the series stay bounded
- * however many endpoints exist. Ids only (validated [A-Za-z0-9_.:-]), never URLs. */
+ * waiting, a breaker not closed, a failing run), at most ENDPOINT_SERIES of them: the series
+ * stay bounded however many endpoints exist (the rest counted: left out silently before, a
+ * review). Ids only (validated [A-Za-z0-9_.:-]), never URLs. */
 #define ENDPOINT_SERIES 1000
-static const char *const ep_families[3][2] = {
+#define EP_FAMILIES 4
+static const char *const ep_families[EP_FAMILIES][2] = {
     {"hookd_endpoint_in_flight", "HTTP attempts in flight to the endpoint"},
     {"hookd_endpoint_waiting", "deliveries claimed for the endpoint, waiting for a slot"},
     {"hookd_endpoint_breaker_state",
-     "the endpoint's circuit breaker: 0 closed, 1 open, 2 half-open"}};
+     "the endpoint's circuit breaker: 0 closed, 1 open, 2 half-open"},
+    {"hookd_endpoint_failing_seconds",
+     "how long the endpoint's failing run has lasted (its failing_since), 0 when none"}};
 
 typedef struct ep_row {
   char id[HOOKD_ID_MAX + 64]; /* as long as an endpoint id may be (api_endpoints.c) */
-  int v[3];                   /* in flight, waiting, breaker state */
+  double v[EP_FAMILIES];      /* in flight, waiting, breaker state, failing for */
 } ep_row;
 
 typedef struct ep_rows {
   ep_row *rows;
-  int n;
+  int n, left_out;
+  int64_t now_ms;
 } ep_rows;
 
 /* Under the dispatcher's snapshot lock: copies only (the dispatcher waits for this lock at every
@@ -134,26 +139,40 @@ static int ep_collect(void *arg, const char *id, const hookd_endpoint_health *h)
   ep_rows *x = arg;
   /* (a disabled endpoint's breaker is not shown: it stays as it was until an enable resets it) */
   bool closed = !h->breaker || !strcmp(h->breaker, "closed") || !h->sending;
-  if ((!h->in_flight && !h->queued && closed) || x->n >= ENDPOINT_SERIES) return 0;
+  int64_t failing = h->sending && h->failing_since_ms && h->failing_since_ms < x->now_ms
+                        ? x->now_ms - h->failing_since_ms
+                        : 0;
+  if (!h->in_flight && !h->queued && closed && !failing) return 0;
+  if (x->n >= ENDPOINT_SERIES) {
+    x->left_out++;
+    return 0;
+  }
   ep_row *r = &x->rows[x->n++];
   snprintf(r->id, sizeof r->id, "%s", id);
   r->v[0] = h->in_flight;
   r->v[1] = h->queued;
   r->v[2] = closed ? 0 : !strcmp(h->breaker, "open") ? 1 : 2;
+  r->v[3] = failing / 1e3;
   return 0;
 }
 
 static int endpoint_metrics(hookd_buf *o, hookd_dispatcher *d) {
-  ep_rows x = {.rows = d ? malloc(ENDPOINT_SERIES * sizeof *x.rows) : NULL};
+  ep_rows x = {.rows = d ? malloc(ENDPOINT_SERIES * sizeof *x.rows) : NULL,
+               .now_ms = hookd_now_ms()};
   if (d && !x.rows) return -1;
   if (d) hookd_dispatcher_health_each(d, ep_collect, &x);
   int rc = 0;
-  for (int w = 0; w < 3 && !rc; w++) {
+  for (int w = 0; w < EP_FAMILIES && !rc; w++) {
     rc = hookd_metrics_family(o, ep_families[w][0], ep_families[w][1], "gauge");
     for (int i = 0; i < x.n && !rc; i++)
-      rc = hookd_buf_printf(o, "%s{endpoint_id=\"%s\"} %d\n", ep_families[w][0], x.rows[i].id,
-                            x.rows[i].v[w]);
+      rc = hookd_buf_printf(o, "%s{endpoint_id=\"%s\"} %.15g\n", ep_families[w][0],
+                            x.rows[i].id, x.rows[i].v[w]);
   }
+  rc = rc ? rc
+          : hookd_metrics_gauge(o, "hookd_endpoint_series_left_out",
+                                "endpoints with something to show left out of the per-endpoint "
+                                "series, past their bound of 1,000",
+                                x.left_out);
   free(x.rows);
   return rc;
 }

@@ -363,6 +363,8 @@ describe('observability', () => {
       return sampleValue(x, 'hookd_oldest_failing_age_seconds') > 0.5 ? x : null;
     }, { what: 'the failing run\'s age' });
     assert.equal(sampleValue(m, 'hookd_endpoints_failing'), 1);
+    assert.ok(sampleValue(m, 'hookd_endpoint_failing_seconds', { endpoint_id: endpoint }) > 0.5, 'by endpoint');
+    assert.equal(sampleValue(m, 'hookd_endpoint_series_left_out'), 0);
     assert.equal(sampleValue(m, 'hookd_breakers_open'), 0, 'its breaker closed');
     assert.equal(sampleValue(m, 'hookd_oldest_pending_age_seconds'), 0, 'nothing due');
     assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { enabled: false })).status, 200);
