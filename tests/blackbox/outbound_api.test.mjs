@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import net from 'node:net';
-import { faultDns, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, SQLITE_ONLY } from './lib/hookd.mjs';
+import { faultDns, getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, withTimeout, SQLITE_ONLY } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
@@ -1968,9 +1968,12 @@ describe('auth, health, metrics', () => {
     await new Promise((r) => sock.on('connect', r));
     sock.write('POST /v1/tenants HTTP/1.1\r\nHost: x\r\n'); // never finishes the head
     const t0 = Date.now();
-    await new Promise((resolve) => sock.on('close', resolve));
+    let text = ''; // (read: a stream whose answer is left unread never ends, nor closes)
+    sock.on('data', (b) => { text += b; });
+    await withTimeout(new Promise((resolve) => sock.on('close', resolve)), 10000, 'the connection closed');
     const waited = Date.now() - t0;
     assert.ok(waited < 5000, `closed after ${waited} ms`);
+    assert.match(text, /^HTTP\/1\.1 408 /, 'told 408: its request line had come');
     assert.equal((await slow.stop()).code, 0);
   });
 });
