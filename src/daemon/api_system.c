@@ -276,8 +276,10 @@ void hookd_api_metrics(hookd_req *r, hookd_app *app) { /* the router checked the
                                      "enabled endpoints in a failing run (5xx, timeouts, network "
                                      "errors, no success since), as this node sees them",
                                      ds.endpoints_failing);
-  double failing_for = ds.oldest_failing_ms && ds.oldest_failing_ms < at
-                           ? (at - ds.oldest_failing_ms) / 1e3
+  /* (against now: the run goes on between walks, which an idle loop makes seldom) */
+  int64_t now_ms = hookd_now_ms();
+  double failing_for = ds.oldest_failing_ms && ds.oldest_failing_ms < now_ms
+                           ? (now_ms - ds.oldest_failing_ms) / 1e3
                            : 0;
   rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_oldest_failing_age_seconds",
                                      "how long the longest failing run of an enabled endpoint "
