@@ -131,6 +131,7 @@ typedef struct ep_rows {
   ep_row *rows;
   int n, left_out;
   int64_t now_ms;
+  bool failing_pass; /* the second pass: the endpoints in a failing run alone, in the room left */
 } ep_rows;
 
 /* Under the dispatcher's snapshot lock: copies only (the dispatcher waits for this lock at every
@@ -142,7 +143,10 @@ static int ep_collect(void *arg, const char *id, const hookd_endpoint_health *h)
   int64_t failing = h->sending && h->failing_since_ms && h->failing_since_ms < x->now_ms
                         ? x->now_ms - h->failing_since_ms
                         : 0;
-  if (!h->in_flight && !h->queued && closed && !failing) return 0;
+  bool active = h->in_flight || h->queued || !closed;
+  /* those with requests or a breaker first, then those only failing in the room left (failing
+   * for days, they would take the series of the endpoints with requests out: a review) */
+  if (x->failing_pass ? active || !failing : !active) return 0;
   if (x->n >= ENDPOINT_SERIES) {
     x->left_out++;
     return 0;
@@ -160,6 +164,8 @@ static int endpoint_metrics(hookd_buf *o, hookd_dispatcher *d) {
   ep_rows x = {.rows = d ? malloc(ENDPOINT_SERIES * sizeof *x.rows) : NULL,
                .now_ms = hookd_now_ms()};
   if (d && !x.rows) return -1;
+  if (d) hookd_dispatcher_health_each(d, ep_collect, &x);
+  x.failing_pass = true;
   if (d) hookd_dispatcher_health_each(d, ep_collect, &x);
   int rc = 0;
   for (int w = 0; w < EP_FAMILIES && !rc; w++) {

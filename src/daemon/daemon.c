@@ -173,8 +173,10 @@ static bool tick_due(hookd_app *app) {
 
 /* a seq walk from the start, to read what it kept: once an hour, or once a window when that is
  * shorter (a row kept when a walk passed it — a delivery then still owed, or touched inside the
- * window — waited an hour, past a 2-minute window: a soak review) */
+ * window — waited an hour, past a 2-minute window: a soak review), but not more often than every
+ * 5 minutes (every walk would read every kept row again) */
 #define WALK_FULL_EVERY_MS (3600 * 1000)
+#define WALK_FULL_MIN_MS (300 * 1000)
 
 /* The stop's watchdog. The main thread takes SIGTERM between its duties, and a duty that writes
  * (a delete's step, a retention batch, a reload) waits for the store: a PostgreSQL write waiting
@@ -235,9 +237,12 @@ static bool purge_walk(hookd_app *app, int64_t now_ms, int64_t retention_s,
   } while (p.after_seq != 0);
   if (wc && !stopped && !failed) {
     wc->resume_seq = reached;
-    if (full)
-      wc->full_at_ms = mono + (retention_s * 1000 < WALK_FULL_EVERY_MS ? retention_s * 1000
-                                                                       : WALK_FULL_EVERY_MS);
+    if (full) {
+      int64_t every = retention_s * 1000;
+      if (every > WALK_FULL_EVERY_MS) every = WALK_FULL_EVERY_MS;
+      if (every < WALK_FULL_MIN_MS) every = WALK_FULL_MIN_MS;
+      wc->full_at_ms = mono + every;
+    }
   }
   if (total) HLOG(HOOKD_LOG_INFO, msg, KV_I("count", total)); /* one line per walk */
   return !stopped;

@@ -736,6 +736,7 @@ int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
   it->req.user = it;
   if (hookd_egress_start(d->eg, &it->req) != 0) goto fail;
   it->sent_ms = now;
+  it->stall_credit_ms = 0;
   it->first_delay_ms = now - dl->created_ms; /* read now: a step moves sent_ms, not created_ms */
   return 0;
 fail:
@@ -880,7 +881,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
    * per attempt (a tenant's silent names took every thread and descriptor of the process). Not
    * when hookd cut the request short itself (its payload deleted, say): that says nothing of the
    * name server, and held the endpoint 30 s after a lookup of a millisecond (a review). */
-  if (req->lookup_abandoned && !req->abandoned) {
+  if (req->lookup_abandoned && !req->abandoned && !req->stalled_ms) {
     e->lookup_hold_until = now + LOOKUP_HOLD_MS;
     HOOKD_INC(egress_lookups_abandoned);
   }
@@ -949,10 +950,11 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
     return;
   }
 
-  /* A request hookd itself abandoned at shutdown does not spend the delivery's last attempt
-   * nor end its retry window: the restart sends it once more (an event past its expiry still
-   * goes DEAD). */
-  if (req->abandoned && dec.next == HOOKD_DS_DEAD && dec.dead_reason &&
+  /* A request hookd itself abandoned at shutdown, or timed out by hookd's own stall, does not
+   * spend the delivery's last attempt nor end its retry window: the restart (or the next turn)
+   * sends it once more (an event past its expiry still goes DEAD). */
+  bool stall_timeout = req->stalled_ms && req->net == HOOKD_NET_TIMEOUT;
+  if ((req->abandoned || stall_timeout) && dec.next == HOOKD_DS_DEAD && dec.dead_reason &&
       (!strcmp(dec.dead_reason, "max_attempts") || !strcmp(dec.dead_reason, "max_age"))) {
     dec.next = HOOKD_DS_RETRYING;
     dec.next_attempt_ms = now;
@@ -1056,7 +1058,6 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   /* neither: a probe's slot is given back. Nor when hookd abandoned the request at its stop: the
    * endpoint did not fail (a failing window stored then would date its disable from the stop) */
   /* nor a timeout of hookd's own stall (docs/architecture.md): its answer may have waited unread */
-  bool stall_timeout = req->stalled_ms && req->net == HOOKD_NET_TIMEOUT;
   if (stale || req->abandoned || stall_timeout) ok = bad = reached = false;
   if (stall_timeout) {
     d->stall_ended++;
@@ -1087,7 +1088,8 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
     /* the old URL's speed is not the new one's; an answer sent before an operator enabled the
      * endpoint again is still an answer of its URL */
     if (!moved) e->proven = true;
-  } else if (req->net == HOOKD_NET_TIMEOUT || latency_ms > ep_slow_after_ms(e)) {
+  } else if (req->net == HOOKD_NET_TIMEOUT ||
+             latency_ms - it->stall_credit_ms > ep_slow_after_ms(e)) {
     sched_ep_marked_slow(d, e);
     e->fast_streak = 0;
     e->proven = true;
@@ -1097,7 +1099,7 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
      * the mark (only those under a quarter counted before, and an endpoint answering in a third
      * of its timeout, slow once, stayed slow until a restart); the gap below the mark keeps one
      * answering about at the mark from being marked and cleared in turn */
-    if (e->slow && ok && latency_ms * 5 < ep_slow_after_ms(e) * 4 &&
+    if (e->slow && ok && (latency_ms - it->stall_credit_ms) * 5 < ep_slow_after_ms(e) * 4 &&
         ++e->fast_streak >= SLOW_CLEAR_STREAK) /* counted only while slow */
       ep_set_slow(e, false);
   }
@@ -2182,7 +2184,8 @@ static void update_stats(hookd_dispatcher *d) {
     if (e->br.state == HOOKD_BREAKER_OPEN) {
       int64_t probe = hookd_breaker_retry_at(&e->br, &d->breaker_cfg);
       if (probe > held) held = probe;
-    } else if (e->br.state == HOOKD_BREAKER_HALF_OPEN && held <= now) {
+    } else if (e->br.state == HOOKD_BREAKER_HALF_OPEN && e->br.probes_in_flight > 0 &&
+               held <= now) {
       /* its probe is out: the rest wait on its answer (read as pending, a hanging endpoint's
        * age moved from one gauge to the other at each probe, and both alerts broke: a review) */
       held = now + 1;
@@ -2253,14 +2256,12 @@ static void release_expiring(hookd_dispatcher *d, int64_t now) {
 }
 
 /* The egress read its sockets `ms` late (a stall: docs/architecture.md "A stall of hookd's
- * own"): the requests still in flight have it taken off how long they have been out (the slow
- * mark), as a step of the clock is; said and counted. */
+ * own"): the requests still in flight have it taken off how long they have been out and off
+ * their latency, for the slow mark (not off sent_ms, which dates them against the endpoint's
+ * changes: a review); said and counted. */
 static void disp_stalled(hookd_dispatcher *d, int64_t ms) {
-  int64_t now = disp_now(d);
-  for (hookd_egress_req *r = hookd_egress_live(d->eg); r; r = r->live_next) {
-    item *it = r->user;
-    it->sent_ms = it->sent_ms + ms < now ? it->sent_ms + ms : now;
-  }
+  for (hookd_egress_req *r = hookd_egress_live(d->eg); r; r = r->live_next)
+    ((item *)r->user)->stall_credit_ms += ms;
   HOOKD_INC(egress_stalls);
   HLOG(HOOKD_LOG_WARN, "egress.stalled", KV_I("stalled_ms", ms),
        KV_I("timed_out", d->stall_ended), KV_I("in_flight", d->in_flight),

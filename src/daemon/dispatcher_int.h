@@ -126,6 +126,10 @@ typedef struct item {
   int64_t sent_ms;            /* wall clock, moved by its steps (dispatcher.c clock_stepped):
                                  how long it has been out, and whether before the endpoint's
                                  stored health_since */
+  int64_t stall_credit_ms;    /* the stalls of hookd's own while it was out (disp_stalled):
+                                 taken off how long it has been out, and off its latency, for
+                                 the slow mark alone (sent_ms is left: it dates the request
+                                 against the endpoint's changes) */
   hookd_store_op op;          /* record, release or the send mark */
   msg done;                   /* posted back when op completes (no allocation) */
   bool recording;

@@ -1122,11 +1122,15 @@ static void mark_slow_eps_requests(hookd_dispatcher *d) {
  * hanging endpoint take the last slot of the tenant meanwhile (a flaky test showed it). */
 void sched_mark_overdue(hookd_dispatcher *d, int64_t now) {
   bool marked = false;
+  /* the sockets unread for a second and more in this turn: hookd stalled in it (SIGSTOP, a
+   * paused VM), and the next read tells how long — until then no request is judged overdue
+   * (a review: a stop landing in the turn marked the requests it held up slow) */
+  if (hookd_egress_unread_ms(d->eg) > HOOKD_EGRESS_STALL_MS) return;
   /* (sent_ms is moved by a step of the wall clock: a step marks nothing slow) */
   for (hookd_egress_req *r = hookd_egress_live(d->eg); r; r = r->live_next) {
     item *it = r->user;
     ep *e = it->ep;
-    if (it->slow || now - it->sent_ms <= ep_slow_after_ms(e)) continue;
+    if (it->slow || now - it->sent_ms - it->stall_credit_ms <= ep_slow_after_ms(e)) continue;
     /* a newcomer's request keeps its place in the newcomer share until it ends: given to the
      * next newcomer now, the wave's requests would pile up in the slow share past its half
      * and take the slots of the endpoints that answered before */

@@ -33,6 +33,7 @@ struct hookd_egress {
   int pool_len;
   bool ca_file_only; /* the CAs come from one file: no CA directory, the parsed store kept */
   int64_t read_us;   /* monotonic µs at the end of the last read of the sockets (0: none yet) */
+  bool live_at_read; /* requests were in flight at that read (a stall holds up only those) */
   int64_t stall_ms;  /* a stall found before the read being drained (0: none) */
 };
 
@@ -603,12 +604,14 @@ static int drain(hookd_egress *eg, void (*on_done)(hookd_egress_req *req, void *
  * finds may be of answers that waited unread. Returns the stall's length in ms, else 0. */
 static int64_t perform(hookd_egress *eg, int64_t waited_ms) {
   int64_t now = hookd_mono_us();
-  eg->stall_ms = 0;
-  if (eg->read_us && eg->live && now - eg->read_us > (waited_ms + HOOKD_EGRESS_STALL_MS) * 1000)
-    eg->stall_ms = (now - eg->read_us) / 1000;
+  /* (the stall is the time past the wait allowed, with requests out since the last read: one
+   * started during a long turn was not held up by it) */
+  int64_t late_ms = eg->read_us ? (now - eg->read_us) / 1000 - waited_ms : 0;
+  eg->stall_ms = eg->live_at_read && eg->live && late_ms > HOOKD_EGRESS_STALL_MS ? late_ms : 0;
   int running = 0;
   curl_multi_perform(eg->multi, &running);
   eg->read_us = hookd_mono_us();
+  eg->live_at_read = eg->live != NULL;
   return eg->stall_ms;
 }
 
@@ -631,6 +634,10 @@ int64_t hookd_egress_poll(hookd_egress *eg, int timeout_ms,
 }
 
 hookd_egress_req *hookd_egress_live(hookd_egress *eg) { return eg->live; }
+
+int64_t hookd_egress_unread_ms(const hookd_egress *eg) {
+  return eg->read_us ? (hookd_mono_us() - eg->read_us) / 1000 : 0;
+}
 
 void hookd_egress_abort(hookd_egress *eg, hookd_egress_req *req, const char *why,
                         void (*on_done)(hookd_egress_req *req, void *arg), void *arg) {

@@ -148,6 +148,10 @@ void hookd_egress_abort(hookd_egress *eg, hookd_egress_req *req, const char *why
 /* The requests in flight, linked by live_next (the owner's thread; NULL if none). */
 hookd_egress_req *hookd_egress_live(hookd_egress *eg);
 
+/* How long ago (ms) the sockets were last read: a turn of the owner's loop past
+ * HOOKD_EGRESS_STALL_MS is a stall of its own, not yet told by hookd_egress_poll. */
+int64_t hookd_egress_unread_ms(const hookd_egress *eg);
+
 /* Makes a poll in progress return early. Safe from any thread. */
 void hookd_egress_wakeup(hookd_egress *eg);
 
