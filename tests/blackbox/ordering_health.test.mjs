@@ -127,15 +127,16 @@ describe('endpoint health and ordering lanes', () => {
     assert.equal((await h.stop()).code, 0);
   });
 
-  it('a stall of hookd\'s own (SIGSTOP past its requests\' timeouts) is not held against the endpoint: its timeouts retried, said, and no breaker, slow mark or failing run', async () => {
+  it('a stall of hookd\'s own (SIGSTOP past its requests\' timeouts) is not held against the endpoint: its timeouts retried (a last attempt too), said, and no breaker, slow mark or failing run', async () => {
     // (leases long enough to outlast the stall: one that ran out meanwhile has its delivery given
     // back and claimed again — at least once, as after a crash — and its timeout never recorded)
     const h = await startHookd({ args: ['--breaker-min-requests', '4', '--retry-base-ms', '50', '--retry-cap-ms', '100',
       '--lease-margin-ms', '60000'] });
     let stalled = true;
     const r = await startReceiver(() => (stalled ? 'hang' : { status: 200 }));
+    // (one attempt each: a timeout of hookd's stall spends no delivery's last attempt)
     const { tenant, endpoint } = await setup(h, r.url, { timeout_ms: 4000, max_in_flight: 16,
-      retry: { max_attempts: 5, backoff_base_ms: 50, backoff_cap_ms: 100 } });
+      retry: { max_attempts: 1 } });
     // and an endpoint whose 12 s timeout the stall does not reach: its answer, read after the
     // stall, is a success whose latency holds the stall (past 5 s: the slow mark)
     const rb = await startReceiver(() => (stalled ? 'hang' : { status: 200 }));
