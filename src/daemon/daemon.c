@@ -216,8 +216,9 @@ static void *stop_watch(void *arg) {
  * (the API keys and sources reloaded when due or asked for): a first purge of a large backlog
  * takes minutes, and a revoked key must stop working meanwhile. A walk in seq order (wc set)
  * goes on where the one before ended its last full (or trimmed) batch, and from the start once
- * an hour (once a window, when shorter): the rows it keeps (a forward still open, an event a disabled endpoint still owes:
- * months of them) were read again, every one, every minute (a review). */
+ * an hour (once a window, when shorter: WALK_FULL_EVERY_MS): the rows it keeps (a forward still
+ * open, an event a disabled endpoint still owes: months of them) were read again, every one,
+ * every minute (a review). */
 static bool purge_walk(hookd_app *app, int64_t now_ms, int64_t retention_s,
                        int (*run)(hookd_store_conn *, const hookd_store_backend *, void *),
                        _Atomic uint64_t *counter, const char *msg, hookd_walk_cursor *wc) {
