@@ -5,6 +5,7 @@
 // Apart from isolation.test.mjs because none of these measures shares of time (a few check lower
 // bounds of waits, which a slower store only lengthens): they run on PostgreSQL stores too
 // (scripts/test.sh), whose claims of lanes are SQL of their own.
+import { readdirSync, readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { getDelivery, publish, setup, startHookd, waitDelivery, waitUntil } from './lib/hookd.mjs';
@@ -135,12 +136,12 @@ describe('endpoint health and ordering lanes', () => {
     let stalled = true;
     const r = await startReceiver(() => (stalled ? 'hang' : { status: 200 }));
     // (one attempt each: a timeout of hookd's stall spends no delivery's last attempt)
-    const { tenant, endpoint } = await setup(h, r.url, { timeout_ms: 4000, max_in_flight: 16,
+    const { tenant, endpoint } = await setup(h, r.url, { timeout_ms: 8000, max_in_flight: 16,
       retry: { max_attempts: 1 } });
-    // and an endpoint whose 12 s timeout the stall does not reach: its answer, read after the
+    // and an endpoint whose 30 s timeout the stall does not reach: its answer, read after the
     // stall, is a success whose latency holds the stall (past 5 s: the slow mark)
     const rb = await startReceiver(() => (stalled ? 'hang' : { status: 200 }));
-    const B = await setup(h, rb.url, { timeout_ms: 12000 });
+    const B = await setup(h, rb.url, { timeout_ms: 30000 });
     // published at once, so that each first request is out well before the first one's deadline
     // (one after the other on a loaded machine, the first timed out and was sent again before
     // the last went out)
@@ -153,16 +154,25 @@ describe('endpoint health and ordering lanes', () => {
     h.proc.kill('SIGSTOP');
     let resumed = false;
     try {
+      // every thread stopped before the answers go (a stop takes a while to reach each thread
+      // of a loaded process: one read an answer first, a ThreadSanitizer run beside others)
+      const tasks = readdirSync(`/proc/${h.proc.pid}/task`);
+      await waitUntil(() => tasks.every((t) => {
+        try {
+          return /\) (\S) /.exec(readFileSync(`/proc/${h.proc.pid}/task/${t}/stat`, 'utf8'))[1] === 'T';
+        } catch { return true; } // (a thread gone)
+      }), { what: 'hookd stopped', timeout: 10000 });
       assert.equal(r.requests.length, 6, 'six first requests (none sent again) when hookd was stopped');
       stalled = false;
       r.releaseHanging(200); // the answers reach hookd's sockets while it is stopped
       rb.releaseHanging(200);
-      // the stimulus is time itself: every request's 4 s deadline passes, and the second of
-      // slack a stall is told by (with room), while hookd does not run (4 s, not less: on a
-      // loaded machine the first request may be out a second or more before the stop, and
-      // half its timeout out, by hookd's own clock, is the slow mark)
+      // the stimulus is time itself: every request's 8 s deadline passes, and the second of
+      // slack a stall is told by (with room), while hookd does not run (8 s, not less: on a
+      // loaded machine — a ThreadSanitizer build beside another test — the first request may be
+      // out seconds before the stop; its timeout must not end it before, nor half of it, by
+      // hookd's own clock, mark it slow)
       const last = Math.max(...r.requests.map((q) => q.at));
-      await new Promise((resolve) => setTimeout(resolve, Math.max(0, last + 6500 - Date.now())));
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, last + 10500 - Date.now())));
     } finally {
       h.proc.kill('SIGCONT');
       resumed = true;
