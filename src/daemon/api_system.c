@@ -128,10 +128,9 @@ typedef struct ep_row {
 } ep_row;
 
 typedef struct ep_rows {
-  ep_row *rows;
-  int n, left_out;
+  ep_row *rows, *failing; /* those with something in hand; those only in a failing run */
+  int n, nf, left_out;
   int64_t now_ms;
-  bool failing_pass; /* the second pass: the endpoints in a failing run alone, in the room left */
 } ep_rows;
 
 /* Under the dispatcher's snapshot lock: copies only (the dispatcher waits for this lock at every
@@ -145,13 +144,15 @@ static int ep_collect(void *arg, const char *id, const hookd_endpoint_health *h)
                         : 0;
   bool active = h->in_flight || h->queued || !closed;
   /* those with requests or a breaker first, then those only failing in the room left (failing
-   * for days, they would take the series of the endpoints with requests out: a review) */
-  if (x->failing_pass ? active || !failing : !active) return 0;
-  if (x->n >= ENDPOINT_SERIES) {
+   * for days, they would take the series of the endpoints with requests out: a review); one
+   * walk, two lists */
+  if (!active && !failing) return 0;
+  int *n = active ? &x->n : &x->nf;
+  if (*n >= ENDPOINT_SERIES) {
     x->left_out++;
     return 0;
   }
-  ep_row *r = &x->rows[x->n++];
+  ep_row *r = active ? &x->rows[x->n++] : &x->failing[x->nf++];
   snprintf(r->id, sizeof r->id, "%s", id);
   r->v[0] = h->in_flight;
   r->v[1] = h->queued;
@@ -161,12 +162,15 @@ static int ep_collect(void *arg, const char *id, const hookd_endpoint_health *h)
 }
 
 static int endpoint_metrics(hookd_buf *o, hookd_dispatcher *d) {
-  ep_rows x = {.rows = d ? malloc(ENDPOINT_SERIES * sizeof *x.rows) : NULL,
+  ep_rows x = {.rows = d ? malloc(2 * ENDPOINT_SERIES * sizeof *x.rows) : NULL,
                .now_ms = hookd_now_ms()};
   if (d && !x.rows) return -1;
+  x.failing = x.rows ? x.rows + ENDPOINT_SERIES : NULL;
   if (d) hookd_dispatcher_health_each(d, ep_collect, &x);
-  x.failing_pass = true;
-  if (d) hookd_dispatcher_health_each(d, ep_collect, &x);
+  int fit = x.nf < ENDPOINT_SERIES - x.n ? x.nf : ENDPOINT_SERIES - x.n; /* the room left */
+  if (fit) memmove(x.rows + x.n, x.failing, (size_t)fit * sizeof *x.rows);
+  x.n += fit;
+  x.left_out += x.nf - fit;
   int rc = 0;
   for (int w = 0; w < EP_FAMILIES && !rc; w++) {
     rc = hookd_metrics_family(o, ep_families[w][0], ep_families[w][1], "gauge");
