@@ -215,6 +215,12 @@ void hookd_api_metrics(hookd_req *r, hookd_app *app) { /* the router checked the
   hookd_buf_init(&o, 1 << 20);
   int rc = hookd_metrics_render(&o);
   rc = rc ? rc : build_metrics(&o, app);
+  int64_t walked = atomic_load(&app->retention_walked_ms);
+  rc = rc ? rc : hookd_metrics_gauge(&o, "hookd_retention_walked_timestamp_seconds",
+                                     "when this node last finished a retention round with every "
+                                     "walk done, in seconds since the Unix epoch (0: none since "
+                                     "the start; rounds run every minute)",
+                                     walked / 1e3);
   hookd_dispatcher_stats ds = {0};
   if (app->disp) hookd_dispatcher_get_stats(app->disp, &ds);
   /* as of the walk that read it (a few times a second while there is work): read against now,

@@ -55,6 +55,7 @@ typedef struct hookd_app {
   int64_t retention_behind_logged;     /* its behind_max as last logged */
   bool retention_held;                 /* retention.held logged, not yet retention.resumed */
   int64_t retention_used[3];           /* the windows last walked by (inbox, payload, event) */
+  _Atomic int64_t retention_walked_ms; /* wall clock: the last round finished whole (0: none) */
   hookd_walk_cursor inbox_walk, payload_walk, expire_walk; /* the seq-ordered walks' */
   int64_t refreshed_ms;     /* the main loop's last reload of keys and sources (monotonic) */
   int64_t ticked_ms;        /* its last round of duties: checkpoints, deletes (monotonic) */

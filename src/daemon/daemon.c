@@ -211,6 +211,16 @@ static void *stop_watch(void *arg) {
   return NULL;
 }
 
+/* A retention walk the store failed (the next round goes again): counted, and said with the
+ * walk's name (its line's, "inbox.purged") and the store's words. */
+static void retention_failed(hookd_app *app, const char *walk) {
+  char err[256];
+  hookd_storeq_last_error(app->store->writer, err, sizeof err);
+  atomic_fetch_add_explicit(&hookd_m.retention_failures, 1, memory_order_relaxed);
+  HLOG(HOOKD_LOG_WARN, "retention.failed", KV_S("walk", walk), KV_S("error", err),
+       KV_S("meanwhile", "the walk goes again at the next round, in a minute"));
+}
+
 /* One retention walk, in small batches, until nothing older than the window is left to it.
  * Returns false when a stop signal cut it short. Between batches the main loop's duties go on
  * (the API keys and sources reloaded when due or asked for): a first purge of a large backlog
@@ -230,7 +240,10 @@ static bool purge_walk(hookd_app *app, int64_t now_ms, int64_t retention_s,
   do {
     if ((stopped = stop_pending())) break;
     p.purged = 0;
-    if ((failed = hookd_storeq_run_sync(app->store->writer, run, &p) != 0)) break;
+    if ((failed = hookd_storeq_run_sync(app->store->writer, run, &p) != 0)) {
+      retention_failed(app, msg);
+      break;
+    }
     atomic_fetch_add_explicit(counter, (uint64_t)p.purged, memory_order_relaxed);
     total += p.purged;
     if (p.after_seq) reached = p.after_seq;
@@ -316,10 +329,15 @@ static bool expire_owed(hookd_app *app, int64_t now_ms) {
   do {
     if ((stopped = stop_pending())) break;
     o.n = o.expired = 0;
-    if (hookd_storeq_run_polled(app->store->scan, run_owed_read, &o, owed_go_on, app) != 0 ||
-        !o.n ||
-        hookd_storeq_run_sync(app->store->writer, run_owed_expire, &o) != 0)
+    if (hookd_storeq_run_polled(app->store->scan, run_owed_read, &o, owed_go_on, app) != 0) {
+      if (!stop_pending()) retention_failed(app, "deliveries.expired_owed");
       break;
+    }
+    if (!o.n) break;
+    if (hookd_storeq_run_sync(app->store->writer, run_owed_expire, &o) != 0) {
+      retention_failed(app, "deliveries.expired_owed");
+      break;
+    }
     atomic_fetch_add_explicit(&hookd_m.dead[M_DEAD_EXPIRED], (uint64_t)o.expired,
                               memory_order_relaxed);
     total += o.expired;
@@ -389,6 +407,7 @@ static void purge_old(hookd_app *app) {
   int64_t used[3]; /* inbox, payload, event */
   bool windows = retention_windows(app, used);
   if (outvoted || !windows) return;
+  uint64_t failures = atomic_load(&hookd_m.retention_failures);
   /* now, as far as the monotonic clock has run since the start: a step forward of the wall
    * clock purges nothing early; one that lasts a day is taken as the right time (a clock
    * that was behind when hookd started, set right since) and becomes the reference
@@ -442,10 +461,13 @@ static void purge_old(hookd_app *app) {
   if (!purge_walk(app, now, 7 * 86400, run_keys_purge, &hookd_m.keys_purged, "api_keys.purged",
                   NULL))
     return;
-  if (purge_walk(app, now, HOOKD_REPLAY_ITEMS_KEEP_MS / 1000, run_replay_purge,
-                 &hookd_m.replay_purged, "replay.items_purged", NULL))
-    HLOG(HOOKD_LOG_DEBUG, "retention.walked", KV_I("inbox_retention_s", used[0]),
-         KV_I("payload_retention_s", used[1]), KV_I("event_retention_s", used[2]));
+  if (!purge_walk(app, now, HOOKD_REPLAY_ITEMS_KEEP_MS / 1000, run_replay_purge,
+                  &hookd_m.replay_purged, "replay.items_purged", NULL))
+    return;
+  if (atomic_load(&hookd_m.retention_failures) != failures) return; /* (not whole) */
+  atomic_store(&app->retention_walked_ms, hookd_now_ms());
+  HLOG(HOOKD_LOG_DEBUG, "retention.walked", KV_I("inbox_retention_s", used[0]),
+       KV_I("payload_retention_s", used[1]), KV_I("event_retention_s", used[2]));
 }
 
 /* A shared store's retention indexes (docs/postgres.md "Retention's indexes"): a walk that

@@ -113,7 +113,8 @@ int hookd_metrics_gauge(hookd_buf *out, const char *name, const char *help, doub
   if (v > -1e15 && v < 1e15 && v == (double)(long long)v)
     return hookd_buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %.0f\n", name, help, name,
                             name, v);
-  return hookd_buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %.9g\n", name, help, name, name,
+  /* (15 digits: a Unix time in seconds with its milliseconds, which %.9g cut to 10 s) */
+  return hookd_buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %.15g\n", name, help, name, name,
                           v);
 }
 
@@ -331,6 +332,9 @@ int hookd_metrics_render(hookd_buf *o) {
   rc = rc ? rc : counter(o, "hookd_events_expired_total",
                          "outbound events deleted by --event-retention-s, with their deliveries"
                          " and attempts", LOAD(m->events_expired));
+  rc = rc ? rc : counter(o, "hookd_retention_failures_total",
+                         "retention walks cut short by a store failure (retention.failed)",
+                         LOAD(m->retention_failures));
   rc = rc ? rc : counter(o, "hookd_breaker_transitions_total",
                          "circuit breaker state changes", LOAD(m->breaker_transitions));
   rc = rc ? rc : counter(o, "hookd_breaker_opens_total", "circuit breakers opened",

@@ -103,6 +103,7 @@ typedef struct hookd_metrics {
   _Atomic uint64_t versions_purged; /* objects' and ordered lanes' newest versions forgotten */
   _Atomic uint64_t payloads_purged;
   _Atomic uint64_t events_expired;
+  _Atomic uint64_t retention_failures; /* retention walks a store failure cut short */
   _Atomic uint64_t breaker_transitions;
   _Atomic uint64_t breaker_opens;
   _Atomic uint64_t endpoint_pauses;

@@ -160,7 +160,7 @@ describe('durability', () => {
     h.proc.kill('SIGTERM');
     const r = await withTimeout(h.exited, 10000, 'hookd still waiting for the hanging request');
     assert.equal(r.code, 0);
-    assert.ok(h.logs.some((l) => l.msg === 'shutdown.abandon_in_flight' && l.in_flight === 1), 'the abandonment is logged');
+    await h.waitForLog((l) => l.msg === 'shutdown.abandon_in_flight' && l.in_flight === 1, 10000, 'the abandonment is logged');
     const [row] = h.query('SELECT state, attempt_count, leased_until FROM deliveries');
     assert.deepEqual(row, { state: 'retrying', attempt_count: 1, leased_until: null }, 'not DEAD: hookd gave up, not the endpoint');
     const [att] = h.query('SELECT outcome, error FROM attempts');
@@ -218,7 +218,7 @@ describe('durability', () => {
     assert.equal((await pending).status, 202, 'the request the drain waited for is answered');
     const r = await h.exited;
     assert.equal(r.code, 0, h.stderrText.slice(-500));
-    assert.ok(h.logs.some((l) => l.msg === 'shutdown.complete'));
+    await h.waitForLog((l) => l.msg === 'shutdown.complete', 10000, 'logged');
     agent.destroy();
     await recv.close();
   });
@@ -237,7 +237,7 @@ describe('durability', () => {
       const r = await withTimeout(h.exited, 30000, 'hookd still stopping');
       assert.equal(r.code, 1, 'a stop that could not write its outcomes is not a clean one');
       assert.ok(Date.now() - t0 < 20000, `stopped in ${Date.now() - t0} ms (it took ~45 s)`);
-      assert.ok(h.logs.some((l) => l.msg === 'shutdown.incomplete' && l.writes_lost >= 1));
+      await h.waitForLog((l) => l.msg === 'shutdown.incomplete' && l.writes_lost >= 1, 10000, 'logged');
     } finally {
       await release();
     }
@@ -331,7 +331,7 @@ describe('durability', () => {
       const retry = await h.waitForLog((l) => l.msg === 'outcome.write_retry', 15000, 'the failed outcome write tried again');
       assert.equal(retry.try, 1);
       // the store's own words are logged (not only "storage error"), with the delivery's keys
-      assert.ok(h.logs.some((l) => l.msg === 'store.error' && /locked/.test(l.error)), 'store.error names the cause');
+      await h.waitForLog((l) => l.msg === 'store.error' && /locked/.test(l.error), 10000, 'store.error names the cause');
       for (const k of ['delivery_id', 'event_id', 'tenant_id', 'endpoint_id', 'lease_token', 'worker_id', 'attempt'])
         assert.ok(retry[k] !== undefined, `outcome.write_retry carries ${k}`);
     } finally { // a failed wait must not leave the lock (and this test file) hanging
@@ -891,6 +891,35 @@ describe('durability', () => {
     cleanup();
   });
 
+  it('a retention walk the store fails is logged (retention.failed: which walk, the store\'s words) and counted, and its round is not reported walked; a round done whole sets hookd_retention_walked_timestamp_seconds', { skip: SQLITE_ONLY }, async () => {
+    const { dir, cleanup, db, ids } = await expiredBacklog(20);
+    // the store refuses the expiry's deletes (a trigger of the test's: a failure of the walk's
+    // op alone, the rest of the store taking writes)
+    execFileSync('sqlite3', [db, "CREATE TRIGGER test_refuse_expiry BEFORE DELETE ON events BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;"]);
+    let h = await startHookd({ dir, args: walkArgs });
+    const failed = await h.waitForLog((l) => l.msg === 'retention.failed', 20000, 'the walk failed');
+    assert.equal(failed.walk, 'event.expired');
+    assert.match(failed.error, /refused by the test/, 'the store\'s words');
+    let m = parsePrometheus((await h.api('GET', '/metrics')).text);
+    assert.equal(sampleValue(m, 'hookd_retention_failures_total'), 1);
+    assert.equal(sampleValue(m, 'hookd_retention_walked_timestamp_seconds'), 0, 'a round cut short is not reported walked');
+    assert.equal((await h.api('GET', `/v1/events/${ids[0]}`)).status, 200, 'nothing expired');
+    assert.equal((await h.stop()).code, 0);
+    execFileSync('sqlite3', [db, 'DROP TRIGGER test_refuse_expiry;']);
+    const before = Date.now();
+    h = await startHookd({ dir, args: walkArgs });
+    const walkedAt = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_retention_walked_timestamp_seconds');
+    await waitUntil(async () => (await walkedAt()) > 0, { what: 'a round done whole' });
+    const at = (await walkedAt()) * 1000;
+    assert.ok(at >= before - 1000 && at <= Date.now() + 1000, `walked at ${at}, the start at ${before}`);
+    assert.equal((await h.api('GET', `/v1/events/${ids[0]}`)).status, 404, 'expired by that round');
+    m = parsePrometheus((await h.api('GET', '/metrics')).text);
+    assert.equal(sampleValue(m, 'hookd_retention_failures_total'), 0);
+    assert.ok(!h.logs.some((l) => l.msg === 'retention.failed'));
+    assert.equal((await h.stop()).code, 0);
+    cleanup();
+  });
+
   it('a key revoked with `hookd keys revoke` during a long retention walk stops working before the walk ends', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup, db, tenant, disk } = await expiredBacklog(300);
     const cli = (a) => spawnSync(HOOKD_BIN, [...a, '--store', `sqlite:${db}`], { encoding: 'utf8' });
@@ -962,8 +991,7 @@ describe('durability', () => {
     await publishSome(20);
     const exit = await h.stop();
     assert.equal(exit.code, 0);
-    assert.ok(h.logs.some((l) => l.msg === 'store.checkpoint_failed' && /next start/.test(l.impact)),
-      'the last checkpoint\'s failure logged at shutdown');
+    await h.waitForLog((l) => l.msg === 'store.checkpoint_failed' && /next start/.test(l.impact), 10000, 'the last checkpoint\'s failure logged at shutdown');
     disk.free();
     h = await startHookd({ dir });
     for (const id of acked) await waitDelivery(h, id, (ds) => ds[0]?.state === 'delivered', `${id} delivered`, 30000);
@@ -1086,7 +1114,7 @@ describe('durability', () => {
       rmSync(join(dir, gone));
       const r = await withTimeout(h.exited, 10000, `hookd still running without ${gone}`);
       assert.equal(r.code, 1, h.stderrText.slice(-2000));
-      assert.ok(h.logs.some((l) => l.msg === 'store.file_gone' && l.error.includes(join(dir, gone))), h.stderrText.slice(-2000));
+      await h.waitForLog((l) => l.msg === 'store.file_gone' && l.error.includes(join(dir, gone)), 10000, h.stderrText.slice(-2000));
       if (gone === 'hookd.db') {
         // the WAL and the key file left: not a new store's place
         await assert.rejects(startHookd({ dir }), /the remains of a store/);
@@ -1114,7 +1142,7 @@ describe('durability', () => {
     rmSync(join(dir, 'real', 'hookd.db-wal'));
     const r = await withTimeout(h.exited, 10000, 'hookd still running without its WAL');
     assert.equal(r.code, 1, h.stderrText.slice(-2000));
-    assert.ok(h.logs.some((l) => l.msg === 'store.file_gone' && l.error.includes(join(dir, 'real', 'hookd.db-wal'))));
+    await h.waitForLog((l) => l.msg === 'store.file_gone' && l.error.includes(join(dir, 'real', 'hookd.db-wal')), 10000, 'logged');
     const other = tempDir();
     const key = join(other.dir, 'hookd.db.key');
     writeFileSync(key, `${randomBytes(32).toString('base64')}\n`, { mode: 0o600 });
@@ -1779,7 +1807,7 @@ describe('steps of the wall clock', () => {
     assert.deepEqual(recv.requests.map((q) => q.headers['webhook-id']), [first, second]);
     // the retry keeps its stored time (its wait plus the step: documented)
     assert.equal((await waitDelivery(h, first, (x) => x[0]))[0].state, 'retrying');
-    assert.ok(h.logs.some((l) => l.msg === 'clock.stepped' && l.delta_ms < -3590 * 1000));
+    await h.waitForLog((l) => l.msg === 'clock.stepped' && l.delta_ms < -3590 * 1000, 10000, 'logged');
     assert.equal((await h.stop()).code, 0);
     await recv.close();
     cleanup();

@@ -341,7 +341,7 @@ describe('deduplication', () => {
     assert.equal(r1.json.status, 'received');
     const r2 = await post(src, body(2), shopify(body(2), 'wh_fut_2', new Date().toISOString()));
     assert.equal(r2.json.status, 'received', 'not stale behind a version a year ahead');
-    assert.ok(h.logs.some((l) => l.msg === 'inbound.version_in_future'), 'logged');
+    await h.waitForLog((l) => l.msg === 'inbound.version_in_future', 10000, 'logged');
     await waitUntil(async () => dest.requests.length >= 2, { what: 'both forwarded' });
     await dest.close();
   });
@@ -468,7 +468,7 @@ describe('deduplication', () => {
     assert.equal(r1.json.status, 'received');
     const r2 = await post(src, body(2), shopify(body(2), 'wh_num_2', new Date().toISOString()));
     assert.equal(r2.json.status, 'received', 'not stale behind 99999999999999');
-    assert.ok(h.logs.some((l) => l.msg === 'inbound.version_not_datetime'), 'logged');
+    await h.waitForLog((l) => l.msg === 'inbound.version_not_datetime', 10000, 'logged');
     const r3 = await post(src, body(3), shopify(body(3), 'wh_num_3', '17'));
     assert.equal(r3.json.status, 'received');
     assert.equal(h.logs.filter((l) => l.msg === 'inbound.version_not_datetime' && l.source_id === src.id).length, 1,
@@ -952,8 +952,8 @@ describe('verification', () => {
     // its receive logged under the id its forwards' lines carry as event_id
     // and the provider's id, which an operator reads on the provider's dashboard (a review:
     // grepping the logs for it found nothing)
-    assert.ok(h.logs.some((l) => l.msg === 'inbound.received' && l.inbox_id === r3.json.inbox_id
-      && l.event_id === r3.json.inbox_id && l.provider_event_id === 'msg_std_1'), 'the receive logged with event_id and provider_event_id');
+    await h.waitForLog((l) => l.msg === 'inbound.received' && l.inbox_id === r3.json.inbox_id
+      && l.event_id === r3.json.inbox_id && l.provider_event_id === 'msg_std_1', 10000, 'the receive logged with event_id and provider_event_id');
     await dest.close();
   });
 
@@ -1064,7 +1064,7 @@ describe('verification', () => {
     const big = await post(momo, bigUnsigned, { 'Content-Type': 'application/json' });
     assert.deepEqual([big.status, big.json?.error?.code], [413, 'body_too_large'], big.text);
     assert.match(big.json.error.message, /MoMo IPN body is at most 65536 bytes/);
-    assert.ok(h.logs.some((l) => l.msg === 'inbound.rejected' && l.kind === 'body_too_large' && l.source_id === momo.id), 'counted and logged');
+    await h.waitForLog((l) => l.msg === 'inbound.rejected' && l.kind === 'body_too_large' && l.source_id === momo.id, 10000, 'counted and logged');
     const padded = sign.momoBody({ partnerCode: 'MOMO', orderId: 'ord-6', requestId: 'req-6', amount: 50000,
       orderInfo: 'pay', orderType: 'momo_wallet', transId: 2588659988, resultCode: 0, message: 'Successful.',
       payType: 'qr', responseTime: Date.now(), extraData: 'e'.repeat(60000) }, 'F8BBA842ECF85', 'K951B6PE1waDMi640xX08PD3vg6EkVlz');
@@ -1881,8 +1881,7 @@ describe('forwarding', () => {
     assert.equal(refused.status, 503, refused.text);
     assert.equal(refused.json.error.code, 'no_destination');
     assert.equal(await noDest(), noDestBefore + 1, 'counted');
-    assert.ok(h.logs.some((l) => l.msg === 'inbound.no_destination' && l.level === 'warn' && l.source_id === src.id),
-      'logged as what it is, not as a store failure');
+    await h.waitForLog((l) => l.msg === 'inbound.no_destination' && l.level === 'warn' && l.source_id === src.id, 10000, 'logged as what it is, not as a store failure');
     assert.equal(await redone(), redoneBefore, 'refused before writing: its batch was not undone and run again');
     assert.equal((await inbox(src)).length, 1, 'nothing stored for the refused event');
     const again = await post(src, body, sign.stripe(body, 'whsec_dis'));
@@ -2158,7 +2157,7 @@ describe('forwarding', () => {
       assert.deepEqual([r.status, r.json?.error?.code], [503, 'storage_unavailable'], r.text);
       for (const id of ids) assert.equal((await h.api('GET', `/v1/inbox/${id}`)).json.status, 'unknown', 'the whole batch undone');
       assert.equal(await errors(), before + 1, 'counted');
-      assert.ok(h.logs.some((l) => l.msg === 'store.error' && /injected fault/.test(l.error)), 'logged with its cause');
+      await h.waitForLog((l) => l.msg === 'store.error' && /injected fault/.test(l.error), 10000, 'logged with its cause');
     } finally {
       h.query(h.store.startsWith('postgresql://') ? 'DROP TRIGGER fault_bfail ON audit_log' : 'DROP TRIGGER fault_bfail');
     }

@@ -264,7 +264,7 @@ describe('endpoint health and ordering lanes', () => {
     // counted and logged like every DEAD (it never reaches the dispatcher, which counts the rest)
     const metrics = parsePrometheus((await h.api('GET', '/metrics')).text);
     assert.equal(sampleValue(metrics, 'hookd_deliveries_dead_total', { reason: 'superseded' }), 2, 'v1 and v0, once each');
-    assert.ok(h.logs.some((l) => l.msg === 'event.superseded' && l.event_id === ids.v1 && l.deliveries === 1));
+    await h.waitForLog((l) => l.msg === 'event.superseded' && l.event_id === ids.v1 && l.deliveries === 1, 10000, 'logged');
     // nor does a replay take the lane back: the superseded one and a version the lane has moved
     // past are refused; the lane's highest may be sent again; another endpoint has no lane
     const dl = async (name, ep = endpoint) => (await h.api('GET', `/v1/events/${ids[name]}`)).json.deliveries

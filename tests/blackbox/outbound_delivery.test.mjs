@@ -829,7 +829,7 @@ describe('replay', () => {
     assert.deepEqual(full.attempts.map((a) => a.trigger), ['live', 'replay']);
     // each attempt has an id, the one its log lines carry (X4)
     assert.deepEqual(full.attempts.map((a) => a.id), [`${d.id}.1`, `${d.id}.2`]);
-    assert.ok(h.logs.some((l) => l.msg === 'attempt' && l.attempt_id === `${d.id}.2` && l.delivery_id === d.id && l.attempt === 2));
+    await h.waitForLog((l) => l.msg === 'attempt' && l.attempt_id === `${d.id}.2` && l.delivery_id === d.id && l.attempt === 2, 10000, 'logged');
     // (counted on the dispatcher's thread once the outcome's commit comes back: the API may read
     // the delivery delivered a moment before)
     await waitUntil(async () => (await counts()) - before >= 1 || null, { what: 'the replay counted' });
@@ -864,7 +864,7 @@ describe('replay', () => {
     const full = await getDelivery(h, d.id);
     assert.deepEqual(full.attempts.map((a) => a.trigger), ['live', 'retry'], 'the retry it was waiting for, not a replay');
     assert.ok((await h.api('GET', '/v1/audit?limit=20')).json.data.some((a) => a.action === 'delivery.retry_now' && a.target === d.id));
-    assert.ok(h.logs.some((l) => l.msg === 'delivery.retried_now' && l.delivery_id === d.id));
+    await h.waitForLog((l) => l.msg === 'delivery.retried_now' && l.delivery_id === d.id, 10000, 'logged');
     // one being attempted (claimed, its request open) is not brought forward: its outcome decides
     const hang = await startReceiver(() => 'hang');
     const H = await setup(h, hang.url, { timeout_ms: 30000 });
@@ -947,7 +947,7 @@ describe('replay', () => {
     const got = await h.api('GET', `/v1/deliveries/${d.id}`);
     assert.deepEqual(got.json.attempts.map((x) => [x.url, x.http_status]), [[old.url, 429], [fixed.url, 200]], got.text);
     assert.equal((await h.api('GET', epPath)).json.health.paused_until, null);
-    assert.ok(h.logs.some((l) => l.msg === 'endpoint.pause_lifted' && l.endpoint_id === endpoint && l.reason === 'url_changed'));
+    await h.waitForLog((l) => l.msg === 'endpoint.pause_lifted' && l.endpoint_id === endpoint && l.reason === 'url_changed', 10000, 'logged');
     // paused again (same URL now answering 429), then disabled and enabled: the pause ends
     let busy = true;
     const flaky = await startReceiver(() => (busy ? { status: 429, headers: { 'Retry-After': '3600' } } : { status: 200 }));
@@ -961,7 +961,7 @@ describe('replay', () => {
     const [db] = await waitDelivery(h, b.json.id, (ds) => ds[0]?.state === 'retrying');
     assert.equal((await h.api('POST', `/v1/deliveries/${db.id}/replay`)).status, 202);
     await waitDelivery(h, b.json.id, (ds) => ds[0]?.state === 'delivered');
-    assert.ok(h.logs.some((l) => l.msg === 'endpoint.pause_lifted' && l.endpoint_id === endpoint && l.reason === 'enabled'));
+    await h.waitForLog((l) => l.msg === 'endpoint.pause_lifted' && l.endpoint_id === endpoint && l.reason === 'enabled', 10000, 'logged');
     await old.close();
     await fixed.close();
     await flaky.close();

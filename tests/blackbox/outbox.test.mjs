@@ -773,7 +773,7 @@ test('a waiting row another transaction holds locked is waited for, not skipped:
     // the relay stands still while the lock lives: its lag grows (it kept its last value, 0)
     await waitUntil(async () => (await metric(h, 'hookd_outbox_lag_seconds')) >= 1 || null,
       { what: 'the lag shown while the batches fail on the lock' });
-    assert.ok(h.logs.some((l) => l.msg === 'outbox.failed' && /lock timeout/.test(l.error)), 'said');
+    await h.waitForLog((l) => l.msg === 'outbox.failed' && /lock timeout/.test(l.error), 10000, 'said');
     await holder.query('COMMIT');
     await waitUntil(async () => (await rows(name)).length === 0 || null, { timeout: 20000, what: 'all three relayed' });
     const made = await Promise.all(['lk-1', 'lk-2', 'lk-3'].map(async (id) =>

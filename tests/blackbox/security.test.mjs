@@ -36,7 +36,7 @@ describe('destination policy', () => {
     const r = await https.api('POST', '/v1/tenants/sec/endpoints', { url: 'http://93.184.216.34/x' });
     assert.equal(r.status, 422);
     assert.match(r.json.error.message, /rule scheme/);
-    assert.ok(h.logs.some((l) => l.msg === 'destination.refused' && l.rule === 'loopback' && l.tenant_id === 'sec'));
+    await h.waitForLog((l) => l.msg === 'destination.refused' && l.rule === 'loopback' && l.tenant_id === 'sec', 10000, 'logged');
     assert.equal((await h.stop()).code, 0);
     assert.equal((await https.stop()).code, 0);
   });
@@ -292,7 +292,7 @@ describe('destination policy', () => {
     const { tenant } = await setup(h, `http://localhost:${recv.port}/hook`, { retry: { max_attempts: 1 } });
     const p1 = await publish(h, tenant, { type: 'a.b', payload: {} });
     await waitDelivery(h, p1.json.id, (ds) => ds[0]?.state === 'delivered');
-    assert.ok(h.logs.some((l) => l.msg === 'resolve_file.invalid_line' && l.line === 'example.test:443:not-an-address'));
+    await h.waitForLog((l) => l.msg === 'resolve_file.invalid_line' && l.line === 'example.test:443:not-an-address', 10000, 'logged');
     // without the pin, localhost is /etc/hosts' loopback, where nothing listens on that port
     writeFileSync(pins, '# emptied\n');
     const p2 = await publish(h, tenant, { type: 'a.b', payload: {} });
