@@ -1000,6 +1000,32 @@ describe('durability', () => {
     cleanup();
   });
 
+  it('a commit is synced before its 202: with every sync of the WAL failing (EIO), no publish is acknowledged and hookd stops, exit 1 (synchronous=FULL; NORMAL would answer 202 unsynced)', { skip: SQLITE_ONLY }, async () => {
+    // (a kill -9 cannot show an ack given before the sync: the page cache outlives the process)
+    const { dir, cleanup } = tempDir();
+    const disk = faultDisk(dir, 'FSYNC', 0, '-wal'); // the WAL's syncs alone
+    const h = await startHookd({ dir, env: disk.env });
+    const { tenant } = await setup(h, 'http://127.0.0.1:9/', { enabled: false });
+    let exit = null;
+    h.exited.then((e) => { exit = e; });
+    disk.fill();
+    const acked = [];
+    for (let i = 0; i < 50 && !exit; i++) {
+      let p;
+      try {
+        p = await publish(h, tenant, { type: 'a', payload: { i } });
+      } catch {
+        break; // (the daemon stopped under this request)
+      }
+      if (p.status === 202) acked.push(p.json.id);
+    }
+    await waitUntil(() => exit, { what: 'hookd stopped', timeout: 20000 });
+    assert.deepEqual(acked, [], 'acknowledged without a sync of its commit');
+    assert.equal(exit.code, 1, h.stderrText.slice(-2000));
+    assert.ok(h.logs.some((l) => ['store.commit_unknown', 'store.sync_failed'].includes(l.msg)), h.stderrText.slice(-2000));
+    cleanup();
+  });
+
   it('a checkpoint whose sync of the database fails (EIO from fsync: a writeback the disk refused) stops hookd, exit 1, instead of retrying; the next start has every acknowledged event', { skip: SQLITE_ONLY }, async () => {
     // (Linux forgets the pages whose writeback failed and reports it once: a retried checkpoint
     // would sync "successfully", the WAL start over, and acknowledged commits be gone)

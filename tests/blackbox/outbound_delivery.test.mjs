@@ -143,6 +143,9 @@ describe('delivery outcomes', () => {
     assert.ok(gap >= 2000 - 50, `second attempt ${gap} ms after the first, Retry-After was 2 s`);
     await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
     assertSigned(recv, secret);
+    // each attempt signed at its send (a retry days later must pass a receiver's tolerance)
+    const ts = recv.requests.map((q) => Number(q.headers['webhook-timestamp']));
+    assert.ok(ts[1] > ts[0], `the retry's timestamp is its own: ${ts}`);
     await recv.close();
   });
 
@@ -811,6 +814,10 @@ describe('replay', () => {
       return sampleValue(m, 'hookd_deliveries_delivered_total') - sampleValue(m, 'hookd_delivered_after_seconds_count');
     };
     const before = await counts();
+    // signed at its own send, not at the first's (a receiver's 5-minute tolerance refused a replay
+    // days later): the clock past the first's second before it
+    const ts0 = Number(recv.requests[0].headers['webhook-timestamp']);
+    await waitUntil(() => Math.floor(Date.now() / 1000) > ts0, { what: 'the first request\'s second past' });
     const r = await h.api('POST', `/v1/deliveries/${d.id}/replay`, { reason: 'receiver fixed' });
     assert.equal(r.status, 202);
     const audit = (await h.api('GET', `/v1/audit?tenant=${tenant}&limit=50`)).json.data
@@ -822,6 +829,8 @@ describe('replay', () => {
     await recv.waitFor(2);
     await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered' && ds[0].attempt_count === 2);
     assertSigned(recv, secret);
+    assert.ok(Number(recv.requests[1].headers['webhook-timestamp']) > ts0, 'a new timestamp');
+    assert.notEqual(recv.requests[1].headers['webhook-signature'], recv.requests[0].headers['webhook-signature'], 'a new signature');
     assert.equal(recv.requests[1].headers['webhook-id'], p.json.id);
     assert.equal(recv.requests[1].headers['hookd-delivery-id'], d.id);
     assert.equal(recv.requests[1].body, recv.requests[0].body);
