@@ -113,30 +113,41 @@ static const json_t *obj_get(const json_t *o, const char *k) {
 
 /* ---- event id -------------------------------------------------------------------------------- */
 
-/* Zoom sends no event id: the event, its time and the object's id — and for a participant's
- * event the participant (two people joining one meeting in the same millisecond are two events;
- * the second was taken for a conflict, never forwarded). Its first non-empty id:
- * participant_uuid, user_id, id (empty for a guest). An event without an object id (a phone
- * call's ringing has call_id, a chat message message_id) has none: its payload hash keys it (a
- * retry resends the same body), since event and time alone made two calls ringing in the same
- * millisecond one event, the second dropped as a conflict. legacy: the id hookd took for it
- * before, event and time (hookd_in_legacy_event_id). */
+/* Zoom sends no event id: the event, its time and the object's id — and for an event about one
+ * of the object's members, that member: a participant (its first non-empty id of
+ * participant_uuid, user_id, id: empty for a guest), a registrant or a chat message (their id).
+ * Two people joining one meeting, or registering for one webinar, in the same millisecond are
+ * two events; the second was taken for a conflict, never forwarded (reviews). An event without
+ * an object id (a phone call's ringing has call_id, a chat message message_id) has none: its
+ * payload hash keys it (a retry resends the same body), since event and time alone made two
+ * calls ringing in the same millisecond one event, the second dropped as a conflict. legacy:
+ * the id hookd took for it before (hookd_in_legacy_event_id): event and time without an object
+ * id; event, time and object id for a registrant's or a chat message's event. */
 static int zoom_id(const json_t *body, bool legacy, char *out, size_t outlen) {
   const json_t *obj = obj_get(obj_get(body, "payload"), "object");
   const json_t *oid = obj_get(obj, "id");
-  const json_t *who = obj_get(obj, "participant"), *pid = NULL;
+  const json_t *who = obj_get(obj, "participant"), *sub = NULL;
   static const char *const ids[] = {"participant_uuid", "user_id", "id"};
-  for (size_t i = 0; i < 3 && !pid; i++) {
+  for (size_t i = 0; i < 3 && !sub; i++) {
     const json_t *v = obj_get(who, ids[i]);
-    if ((json_is_string(v) && json_string_length(v)) || json_is_integer(v)) pid = v;
+    if ((json_is_string(v) && json_string_length(v)) || json_is_integer(v)) sub = v;
   }
-  const json_t *parts[] = {obj_get(body, "event"), obj_get(body, "event_ts"), oid, pid};
+  bool since = false; /* a member keyed since 2026-12-07: the key before it is looked up too */
+  static const char *const members[] = {"registrant", "chat_message"};
+  for (size_t i = 0; i < 2 && !who && !sub; i++) {
+    const json_t *v = obj_get(obj_get(obj, members[i]), "id");
+    if ((json_is_string(v) && json_string_length(v)) || json_is_integer(v)) sub = v;
+    since = sub != NULL;
+  }
+  const json_t *parts[] = {obj_get(body, "event"), obj_get(body, "event_ts"), oid, sub};
   char tmp[HOOKD_IN_SCALAR_MAX];
   size_t len = 0;
   bool has_oid = oid && hookd_in_scalar_text(oid, tmp, &len) && len;
-  if (legacy && has_oid) return 1; /* keyed as before */
+  if (!legacy) return put_joined(out, outlen, parts, sub ? 4 : 3, 3);
+  if (has_oid) /* keyed as before, or as before the member was */
+    return since ? put_joined(out, outlen, parts, 3, 3) : 1;
   /* before: the object id was optional (skipped when missing) */
-  return put_joined(out, outlen, parts, pid ? 4 : 3, legacy ? 2 : 3);
+  return put_joined(out, outlen, parts, sub && !since ? 4 : 3, 2);
 }
 
 /* Twilio: a JSON body's members or form fields (a POST's body, a GET's query), which its

@@ -110,6 +110,33 @@ static void event_ids(void **st) {
     assert_string_equal(id, want);
     json_decref(b);
   }
+  /* a registrant's and a chat message's event name them (two registering for one webinar in one
+   * millisecond are two: a review); the key before them is the legacy one */
+  const char *members[][3] = {
+      {"webinar.registration_created", "\"registrant\":{\"id\":\"regA\",\"email\":\"a@x\"}",
+       "regA"},
+      {"meeting.chat_message_sent", "\"chat_message\":{\"id\":\"c1\",\"message\":\"hi\"}",
+       "c1"}};
+  for (size_t i = 0; i < 2; i++) {
+    char body[512], want[128];
+    snprintf(body, sizeof body,
+             "{\"event\":\"%s\",\"event_ts\":1700000000123,"
+             "\"payload\":{\"object\":{\"id\":98765432100,%s}}}",
+             members[i][0], members[i][1]);
+    b = J(body);
+    snprintf(want, sizeof want, "%s:1700000000123:98765432100:%s", members[i][0], members[i][2]);
+    assert_int_equal(hookd_in_event_id(HOOKD_PROVIDER_ZOOM, &r, b, NULL, id, sizeof id), 0);
+    assert_string_equal(id, want);
+    snprintf(want, sizeof want, "%s:1700000000123:98765432100", members[i][0]);
+    assert_int_equal(hookd_in_legacy_event_id(HOOKD_PROVIDER_ZOOM, &r, b, id, sizeof id), 0);
+    assert_string_equal(id, want);
+    json_decref(b);
+  }
+  /* a participant's event has no legacy key (its member was keyed from the start) */
+  b = J("{\"event\":\"meeting.participant_left\",\"event_ts\":1,"
+        "\"payload\":{\"object\":{\"id\":5,\"participant\":{\"user_id\":\"u\"}}}}");
+  assert_int_equal(hookd_in_legacy_event_id(HOOKD_PROVIDER_ZOOM, &r, b, id, sizeof id), 1);
+  json_decref(b);
   /* without an object id, event and time are no id (two calls ringing in one millisecond were
    * one event): none, the payload hash keys it; hookd's former id is the legacy one */
   b = J("{\"event\":\"phone.callee_ringing\",\"event_ts\":1700000000123,"
