@@ -792,13 +792,24 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
     /* Shopify's duplicate marker is X-Shopify-Event-Id: one event reaches a source under a
      * webhook id per subscription, the event id the same. It keys as a business key (the
      * identity stays the webhook id, constant over retries, as before), with the topic: one
-     * event may trigger several topics, each its own webhook to forward. */
+     * event may trigger several topics, each its own webhook to forward. An Events delivery
+     * names its subscription's handle (and the action): two subscriptions on one topic, each with
+     * its own query and handle to route by, are two deliveries to forward (a provider review:
+     * the second was taken for a duplicate); Shopify says to tell their duplicates apart by the
+     * webhook id, the identity. Without a handle, the key is as before. */
     const char *eid = hookd_in_shopify_header(&in, "Event-Id");
     const char *topic = hookd_in_shopify_header(&in, "Topic");
+    const char *handle = hookd_in_shopify_header(&in, "Handle");
+    const char *action = hookd_in_shopify_header(&in, "Action");
+    if (handle && !*handle) handle = NULL;
     if (eid && *eid) { /* sized to the headers: a long id must not fail the key (503 for ever) */
-      hookd_buf_init(&comp, strlen(eid) + (topic ? strlen(topic) : 0) + 32);
+      hookd_buf_init(&comp, strlen(eid) + (topic ? strlen(topic) : 0) +
+                                (handle ? strlen(handle) : 0) + (action ? strlen(action) : 0) +
+                                32);
       op->hash_failed |= hookd_buf_printf(&comp, "shopify-event\x1f%s\x1f%s", topic ? topic : "",
                                           eid) != 0 ||
+                         (handle && hookd_buf_printf(&comp, "\x1f%s\x1f%s", handle,
+                                                     action ? action : "") != 0) ||
                          hookd_in_sha256_hex(comp.data, comp.len, op->business_key) != 0;
       hookd_buf_free(&comp);
       has_bkey = true;

@@ -366,6 +366,20 @@ describe('deduplication', () => {
     await waitUntil(async () => dest.requests.length >= 2, { what: 'two forwards' });
     assert.deepEqual(dest.requests.map((q) => q.headers['hookd-event-type']).sort(), ['orders/paid', 'orders/updated']);
     assert.match((await h.api('GET', '/metrics')).text, /hookd_inbound_received_total\{outcome="semantic_duplicate"\} [1-9]/);
+    // Events deliveries (Shopify-* headers) name their subscription's handle: two subscriptions
+    // on one topic, each with its own query, are two deliveries to route (a provider review: the
+    // second was taken for a duplicate); a retry of one is still a duplicate
+    const events = (webhookId, handle) => post(src, body, { 'content-type': 'application/json',
+      'shopify-hmac-sha256': createHmac('sha256', 'shpss_ev').update(body).digest('base64'),
+      'shopify-webhook-id': webhookId, 'shopify-triggered-at': at, 'shopify-event-id': 'ev-77001',
+      'shopify-topic': 'Product', 'shopify-action': 'update', 'shopify-handle': handle });
+    const e1 = await events('wh_ev_1', 'product-price');
+    const e2 = await events('wh_ev_2', 'product-inventory');
+    assert.deepEqual([e1.json.status, e2.json.status], ['received', 'received'], `${e1.text} ${e2.text}`);
+    assert.equal((await events('wh_ev_1', 'product-price')).json.duplicate, true, 'a retry');
+    assert.equal((await events('wh_ev_3', 'product-price')).json.duplicate, true, 'the same handle\'s event under another webhook id');
+    await waitUntil(async () => dest.requests.length >= 4, { what: 'four forwards' });
+    assert.deepEqual(dest.requests.slice(2).map((q) => q.headers['shopify-handle']).sort(), ['product-inventory', 'product-price']);
     await dest.close();
   });
 
