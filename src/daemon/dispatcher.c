@@ -1598,6 +1598,11 @@ static void on_marked(hookd_dispatcher *d, item *it) {
   if (it->rc != 0)
     HLOG(HOOKD_LOG_WARN, "delivery.mark_failed", KV_DELIVERY(d, &it->c.d, e->cfg.id),
          KV_S("error", hookd_store_strerror(it->rc)));
+  else if (!disp_lease_room(it, e, now, d->cfg.lease_margin_ms)) /* (a slow or locked store) */
+    HLOG(HOOKD_LOG_INFO, "delivery.mark_late", KV_DELIVERY(d, &it->c.d, e->cfg.id),
+         KV_I("lease_left_ms", it->c.d.leased_until_ms - now),
+         KV_I("timeout_ms", e->cfg.timeout_ms),
+         KV_S("action", "given back unsent: claimed again under a new lease"));
   disp_release_item(d, it);
 }
 

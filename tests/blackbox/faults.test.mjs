@@ -453,6 +453,9 @@ describe('durability', () => {
     }
     assert.ok(!h.logs.some((l) => l.msg === 'delivery.held_unknown'), 'nothing held for an operator');
     assert.equal(dest.requests.length, 2, 'each sent once');
+    // the scenario happened: a mark landed too late, and its delivery was given back unsent
+    const late = await h.waitForLog((l) => l.msg === 'delivery.mark_late', 10000, 'a mark late for its lease');
+    assert.ok(late.lease_left_ms < late.timeout_ms + 1000, JSON.stringify(late)); // (+ its room: 1 s)
     assert.equal((await h.stop()).code, 0);
     await dest.close();
   });

@@ -218,6 +218,9 @@ describe('deduplication', () => {
     for (const body of [failed, paid, paidAgain]) answers.push((await post(src, body, sign.stripe(body, 'whsec_bkt'))).json);
     assert.deepEqual(answers.map((a) => a.status), ['received', 'received', 'duplicate']);
     assert.equal(answers[2].duplicate_of, answers[1].inbox_id);
+    // the duplicate's record has no forward of its own (written with it, read from the store)
+    const dup = (await h.api('GET', `/v1/inbox/${answers[2].inbox_id}`)).json;
+    assert.deepEqual([dup.deliveries, dup.attempt_count], [[], 0], JSON.stringify(dup));
     await dest.waitFor(2);
     assert.deepEqual(dest.requests.map((q) => JSON.parse(q.body).id).sort(), ['evt_bkt_1', 'evt_bkt_2']);
     // a provider whose requests name no type refuses the list
@@ -2437,7 +2440,17 @@ describe('forwarding', () => {
     assert.equal(again.status, 200);
     assert.equal(again.json.duplicate, true);
     assert.equal(again.json.status, 'dead_lettered');
-    assert.equal(dest.requests.filter((q) => q.headers['idempotency-key']).length, 1, 'the forward, once');
+    // a barrier received after it, forwarded and dead-lettered: the dispatcher has had its chance
+    // to forward the redelivery, had it armed the record again
+    const key = dest.requests.find((q) => q.headers['idempotency-key']).headers['idempotency-key']; // (its one forward's)
+    const next = stripeEvent('evt_4xx_2');
+    const later = await post(src, next, sign.stripe(next, 'whsec_4xx'));
+    await waitStatus(src, later.json.inbox_id, 'dead_lettered');
+    const still = (await h.api('GET', `/v1/inbox/${r.json.inbox_id}`)).json;
+    assert.deepEqual([still.status, still.attempt_count, still.next_attempt_at, still.deliveries[0].state],
+      ['dead_lettered', 1, null, 'dead'], 'the record as it was');
+    assert.equal(dest.requests.filter((q) => q.headers['idempotency-key'] === key).length, 1, 'the forward, once');
+    assert.equal((await h.api('GET', `/v1/deliveries/${still.deliveries[0].id}`)).json.attempts.length, 1);
     await dest.close();
   });
 

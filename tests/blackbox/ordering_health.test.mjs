@@ -533,7 +533,7 @@ describe('endpoint health and ordering lanes', () => {
     const { tenant } = await setup(h, r.url, { ordered: true, max_in_flight: 8 });
     const names = ['k1-e1', 'k2-f1', 'k1-e2', 'k2-f2', 'k1-e3', 'k2-f3'];
     for (const name of names) await publish(h, tenant, { type: 'a', payload: { name }, ordering_key: name.slice(0, 2) });
-    await r.waitFor((x) => x.requests.filter((q) => q.headers['hookd-attempt'] !== undefined).length >= 9, 15000, 'all deliveries');
+    await r.waitFor(9, 15000, 'all deliveries');
     const seen = r.requests.map((q) => JSON.parse(q.body).data.name);
     const k1 = seen.filter((n) => n.startsWith('k1'));
     assert.deepEqual(k1, ['k1-e1', 'k1-e1', 'k1-e1', 'k1-e1', 'k1-e2', 'k1-e3'], 'k1 in order, e2 only after e1 succeeded');
@@ -584,8 +584,9 @@ describe('endpoint health and ordering lanes', () => {
     const t429 = r.requests[0].at;
     const others = [];
     for (let i = 0; i < 5; i++) others.push((await publish(h, tenant, { type: 'a', payload: { i } })).json.id);
-    const paused = await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`);
-    assert.ok(paused.json.health.paused_until, 'the endpoint shows its pause');
+    // (the receiver records the request before it answers: hookd reads the 429 a moment later)
+    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.health.paused_until,
+      { what: 'the endpoint shows its pause' });
     await r.waitFor(7, 10000);
     const next = r.requests[1].at;
     assert.ok(next - t429 >= 1950, `nothing was sent to the endpoint for ${next - t429} ms after the 429 (Retry-After 2 s)`);
@@ -645,6 +646,10 @@ describe('endpoint health and ordering lanes', () => {
     const other = await publish(h, tenant, { type: 'a', payload: { n: 3 }, ordering_key: 'acct-8' });
     const [dead] = await waitDelivery(h, first.json.id, (ds) => ds[0]?.state === 'dead');
     await waitDelivery(h, other.json.id, (ds) => ds[0]?.state === 'delivered');
+    // a barrier published after the head went DEAD, on another lane of the endpoint: delivered,
+    // the dispatcher has had its chance to send the blocked one
+    const barrier = await publish(h, tenant, { type: 'a', payload: { n: 3 }, ordering_key: 'acct-8' });
+    await waitDelivery(h, barrier.json.id, (ds) => ds[0]?.state === 'delivered');
     const waiting = await h.api('GET', `/v1/events/${second.json.id}`);
     assert.equal(waiting.json.deliveries[0].state, 'pending', 'blocked behind the DEAD head');
     assert.equal(r.requests.filter((q) => JSON.parse(q.body).data.n === 2).length, 0);

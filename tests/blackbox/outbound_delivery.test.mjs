@@ -922,12 +922,23 @@ describe('replay', () => {
     const ep = (await d.api('GET', epPath)).json;
     assert.equal(ep.health.paused_until, until, 'the same pause after the restart');
     const [db] = await waitDelivery(d, b.json.id, (ds) => ds.length === 1);
-    assert.equal(db.state, 'pending', 'not sent: the receiver asked for an hour');
+    assert.deepEqual(db.held, { by: 'retry_after', until }, 'held by the pause, as this node sees it');
+    // a barrier after the restart, fanned out to another endpoint too: delivered there, the
+    // dispatcher has had its chance to send the held ones
+    const other = await startReceiver();
+    assert.equal((await d.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: other.url })).status, 201);
+    const c = await publish(d, tenant, { type: 'a.b', payload: { n: 3 } });
+    await other.waitFor(1);
+    const [held] = (await d.api('GET', `/v1/events/${b.json.id}`)).json.deliveries;
+    assert.equal(held.state, 'pending', 'not sent: the receiver asked for an hour');
     assert.equal(recv.requests.length, 1);
     // a new URL ends it, in the store too (a second restart does not bring it back)
     const fixed = await startReceiver();
     assert.equal((await d.api('PATCH', epPath, { url: fixed.url })).status, 200);
     await waitDelivery(d, b.json.id, (ds) => ds[0]?.state === 'delivered');
+    await fixed.waitFor(2); // (and the barrier's)
+    assert.equal(c.status, 202);
+    await other.close();
     assert.equal((await d.stop()).code, 0);
     d = await startHookd({ dir });
     assert.equal((await d.api('GET', epPath)).json.health.paused_until, null);
