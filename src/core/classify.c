@@ -15,10 +15,6 @@ static const struct {
     [HOOKD_NET_TOO_LARGE] = {HOOKD_CLASS_RETRY, "too_large", "response_too_large"},
 };
 
-const char *hookd_net_name(hookd_net net) {
-  return (unsigned)net < HOOKD_NET__COUNT ? net_rows[net].outcome : "unknown";
-}
-
 hookd_classification hookd_classify(hookd_net net, int status) {
   hookd_classification c;
   if ((unsigned)net >= HOOKD_NET__COUNT) net = HOOKD_NET_PROTOCOL;

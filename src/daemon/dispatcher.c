@@ -85,8 +85,6 @@ void hookd_dispatcher_event_purged(hookd_dispatcher *d, int64_t event_seq) {
   post(d, m);
 }
 
-/* Gives back the queues that hold a claimed, unsent delivery of the event (the whole queue of
- * such an endpoint: what else it held is claimed again). */
 static void on_http_done(hookd_egress_req *req, void *arg);
 
 /* Ends the requests handed to libcurl but not sent yet (waiting for a name, a connection) of
@@ -111,6 +109,8 @@ static size_t end_unsent(hookd_dispatcher *d, int64_t event_seq, const ep *e, co
   return ended;
 }
 
+/* Gives back the queues that hold a claimed, unsent delivery of the event (the whole queue of
+ * such an endpoint: what else it held is claimed again). */
 static void drop_event_items(hookd_dispatcher *d, int64_t event_seq) {
   /* and the requests not sent yet (waiting for a name, a connection): ended now, given back */
   size_t ended = end_unsent(d, event_seq, NULL, "its event's payload was deleted"), queues = 0;
@@ -821,12 +821,6 @@ static void redact_excerpt(hookd_egress_req *req, const char *header_lines) {
 
 #define LOOKUP_HOLD_MS 30000 /* glibc's longest lookup: 2 tries of 5 s on each of 3 servers */
 
-/* hookd's own side failed before sending — no file descriptor left for the connection (its own
- * limit, a flood of inbound connections), or req->local_failure: nothing reached the receiver and its health is not in question — no attempt,
- * no breaker failure, no failing streak, the rate tokens given back. The delivery and the rest
- * of its endpoint's queue are given back, and the endpoint claims again in a second (not at
- * once: the release's own due time would have it claim, fail and give back in a loop).
- * Logged at most once a second, counted always. */
 bool disp_log_pass(disp_log_throttle *t, int64_t now_ms, int64_t *muted) {
   if (t->last_ms && now_ms - t->last_ms < 1000) {
     t->muted++;
@@ -838,6 +832,12 @@ bool disp_log_pass(disp_log_throttle *t, int64_t now_ms, int64_t *muted) {
   return true;
 }
 
+/* hookd's own side failed before sending — no file descriptor left for the connection (its own
+ * limit, a flood of inbound connections), or req->local_failure: nothing reached the receiver
+ * and its health is not in question — no attempt, no breaker failure, no failing streak, the
+ * rate tokens given back. The delivery and the rest of its endpoint's queue are given back, and
+ * the endpoint claims again in a second (not at once: the release's own due time would have it
+ * claim, fail and give back in a loop). Logged at most once a second, counted always. */
 static void local_failure(hookd_dispatcher *d, item *it, hookd_egress_req *req, int64_t now) {
   ep *e = it->ep;
   if (req->local_failure) HOOKD_INC(egress_local_failures);
@@ -1420,11 +1420,14 @@ static void catch_up_steps(hookd_dispatcher *d, item *it) {
  * review); at most once a second, so that a write failing for a reason of its own is not tried
  * again at every other one's. */
 static void store_writes_again(hookd_dispatcher *d, int rc) {
-  int64_t now = disp_now(d);
+  /* (the second counted on the monotonic clock: on the wall clock, a step back of N ms held the
+   * hurry back N ms — a review) */
+  int64_t mono = hookd_mono_ms();
   if ((rc != 0 && rc != HOOKD_STORE_STALE) || !d->record_retry ||
-      now - d->retries_hurried_ms < 1000)
+      (d->retries_hurried_ms && mono - d->retries_hurried_ms < 1000))
     return;
-  d->retries_hurried_ms = now;
+  d->retries_hurried_ms = mono;
+  int64_t now = disp_now(d);
   for (item *w = d->record_retry; w; w = w->retry_next)
     if (w->retry_ms > now) w->retry_ms = now;
 }
@@ -1972,10 +1975,6 @@ static void clock_stepped(hookd_dispatcher *d, int64_t delta_ms) {
   submit_lease_move(d);
 }
 
-/* The dispatcher's time: the wall clock as of the thread's last check, carried on by the
- * monotonic clock. A pure read: a step is seen only by disp_clock_check, once a turn of the
- * loop, with no structure half-walked (seen at any read, a step moved every endpoint from inside
- * a health update holding its lock, and from inside a dispatch pass walking the ready ring). */
 bool hookd_dispatcher_clock_outvoted(hookd_dispatcher *d) {
   return d && d->cfg.shared_store && atomic_load(&d->clock_outvoted); /* (none: not started) */
 }
@@ -1988,6 +1987,10 @@ int64_t hookd_dispatcher_stepped_back_ms(hookd_dispatcher *d) {
   return atomic_load(&d->stepped_back_ms);
 }
 
+/* The dispatcher's time: the wall clock as of the thread's last check, carried on by the
+ * monotonic clock. A pure read: a step is seen only by disp_clock_check, once a turn of the
+ * loop, with no structure half-walked (seen at any read, a step moved every endpoint from inside
+ * a health update holding its lock, and from inside a dispatch pass walking the ready ring). */
 int64_t disp_now(hookd_dispatcher *d) { return (hookd_mono_us() + d->clock_offset_us) / 1000; }
 
 static void disp_clock_check(hookd_dispatcher *d) {

@@ -88,7 +88,8 @@ typedef struct hookd_dispatcher_stats {
   int nodes;                  /* shared store: the nodes running on it, at the last count */
 } hookd_dispatcher_stats;
 
-/* Loads endpoints, releases this node's old leases, computes due hints, starts the thread. */
+/* Loads endpoints, releases this node's old leases (not on a shared store: other nodes may be
+ * sending under theirs), starts the thread; every endpoint starts due. */
 hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, char *err,
                                          size_t errlen);
 
@@ -143,9 +144,10 @@ int hookd_dispatcher_stop(hookd_dispatcher *d);
  * so that two nodes that claim are within half of it — the room a request is sent with. */
 static inline int64_t hookd_clock_bound_ms(int64_t lease_margin_ms) { return lease_margin_ms / 4; }
 
-/* The steps of the wall clock back the dispatcher has taken since the start, added up (ms; any
- * thread): what is stamped after one reads older than it is by up to this once the clock is set
- * right, so retention keeps everything that much longer (docs/architecture.md "Clocks"). */
+/* The most the net of the wall clock's steps the dispatcher has taken since the start has read
+ * behind where it was at the start (ms; any thread; steps forward count against steps back):
+ * what is stamped meanwhile reads older than it is by up to this once the clock is set right,
+ * so retention keeps everything that much longer (docs/architecture.md "Clocks"). */
 int64_t hookd_dispatcher_stepped_back_ms(hookd_dispatcher *d);
 /* A shared store: this node's clock is not checked yet, or outvoted by the clock guard
  * (docs/postgres.md): retention, which deletes by it, waits. Thread-safe. */

@@ -403,7 +403,7 @@ struct hookd_dispatcher {
                                  them; a breaker's move adjusts the count between walks) */
   hookd_dispatcher_stats published; /* what update_counts last copied into stats */
   item *record_retry;         /* outcomes whose write failed, waiting to be written again */
-  int64_t retries_hurried_ms; /* when a write that landed last brought those forward */
+  int64_t retries_hurried_ms; /* when a write that landed last brought those forward (mono) */
   bool sweeping, rescanning;
   int64_t next_sweep_ms, next_rescan_ms;
   int64_t rescan_sent_ms;     /* when the last rescan was sent (the change feed's spacing) */

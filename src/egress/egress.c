@@ -22,7 +22,6 @@
 struct hookd_egress {
   hookd_egress_config cfg;
   CURLM *multi;
-  int in_flight;
   hookd_egress_req *live;       /* requests in flight (for hookd_egress_abort_all) */
   /* Kept-alive connections, so that a reused one's socket can be found before a request is
    * sent on it: "local ip|port|peer ip|port" → fd + 1, and by fd its key. */
@@ -81,7 +80,6 @@ void hookd_egress_free(hookd_egress *eg) {
   free(eg);
 }
 
-int hookd_egress_in_flight(const hookd_egress *eg) { return eg->in_flight; }
 
 void hookd_egress_wakeup(hookd_egress *eg) { curl_multi_wakeup(eg->multi); }
 
@@ -416,7 +414,6 @@ int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req) {
     req->easy = NULL;
     return -1;
   }
-  eg->in_flight++;
   req->live_prev = NULL;
   req->live_next = eg->live;
   if (eg->live) eg->live->live_prev = req;
@@ -570,7 +567,6 @@ static void finish(hookd_egress *eg, CURL *e, CURLcode rc, const char *why,
     snprintf(req->primary_ip, sizeof req->primary_ip, "%s", ip);
   req->latency_us = hookd_mono_us() - req->t0_us;
   curl_multi_remove_handle(eg->multi, e);
-  eg->in_flight--;
   if (req->live_prev) req->live_prev->live_next = req->live_next;
   else eg->live = req->live_next;
   if (req->live_next) req->live_next->live_prev = req->live_prev;

@@ -123,7 +123,8 @@ typedef struct hookd_egress hookd_egress;
 hookd_egress *hookd_egress_new(const hookd_egress_config *cfg);
 void hookd_egress_free(hookd_egress *eg); /* aborts requests still in flight */
 
-/* Starts req. Returns 0, or -1 (req untouched, nothing will complete) on allocation failure. */
+/* Starts req. Returns 0, or -1 on allocation failure: nothing will complete, and req's result
+ * fields may have been reset (its request fields are as they were: it may be started again). */
 int hookd_egress_start(hookd_egress *eg, hookd_egress_req *req);
 
 /* Waits up to timeout_ms for activity, then calls on_done for every finished request. The
@@ -154,9 +155,6 @@ int64_t hookd_egress_unread_ms(const hookd_egress *eg);
 
 /* Makes a poll in progress return early. Safe from any thread. */
 void hookd_egress_wakeup(hookd_egress *eg);
-
-/* Requests started and not yet completed. */
-int hookd_egress_in_flight(const hookd_egress *eg);
 
 /* Frees what a completed request still holds (its response buffer). */
 void hookd_egress_req_cleanup(hookd_egress_req *req);
