@@ -435,7 +435,7 @@ static json_t *row_body(hookd_outbox *ob, const PGresult *res, int i, hookd_publ
   return body;
 }
 
-/* "{1,2,3}": the seqs of the rows published (2xx); false when none. */
+/* "{1,2,3}": the seqs of the rows published (2xx); false when none, or out of memory. */
 static bool seq_array(const row *rows, int n, hookd_buf *out) {
   bool any = false;
   if (hookd_buf_puts(out, "{")) return false;
@@ -994,7 +994,19 @@ static int cycle(hookd_outbox *o, bool *cut) {
   bool ok = true;
   long long published = 0, deleted = 0;
   for (int i = 0; i < n; i++) published += rows[i].o.status >= 200 && rows[i].o.status <= 299;
-  if (seq_array(rows, n, &seqs)) {
+  bool listed = seq_array(rows, n, &seqs);
+  if (published && !listed) { /* out of memory: not a DELETE that removed nothing (a review) */
+    hookd_buf_free(&seqs);
+    HOOKD_INC(outbox_errors);
+    HLOG(HOOKD_LOG_ERROR, "outbox.failed",
+         KV_S("error", "out of memory listing the rows relayed: the batch is rolled back, its "
+                       "rows relayed again (duplicates, which the engine drops)"));
+    exec_ok(o, "ROLLBACK");
+    free(rows);
+    PQclear(res);
+    return -5;
+  }
+  if (listed) {
     const char *p[1] = {seqs.data};
     PGresult *d = query(o, o->delete_sql, 1, p);
     ok = d && PQresultStatus(d) == PGRES_COMMAND_OK;
@@ -1084,7 +1096,7 @@ static void *main_loop(void *arg) {
       backoff = next_backoff(backoff);
       continue;
     }
-    if (n == -5) { /* (said: outbox.not_deleted, or outbox.failed for an unreadable row) */
+    if (n == -5) { /* (said: outbox.not_deleted, or outbox.failed: an unreadable row, memory) */
       wait_for(o, backoff, false);
       backoff = next_backoff(backoff);
       continue;
