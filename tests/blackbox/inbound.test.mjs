@@ -945,8 +945,9 @@ describe('verification', () => {
     assert.equal(hs.status, 200);
     assert.equal(hs.json.challenge, 'abc123');
     assert.equal((await inbox(sl)).length, 0, 'a handshake is answered, not stored');
-    const line = h.logs.find((l) => l.msg === 'inbound.handshake' && l.source_id === sl.id);
-    assert.ok(line, 'logged: a source being set up is seen');
+    // (log lines go out on their own thread: read as they come)
+    const line = await h.waitForLog((l) => l.msg === 'inbound.handshake' && l.source_id === sl.id, 10000,
+      'logged: a source being set up is seen');
     assert.ok(!JSON.stringify(line).includes('abc123'), 'without its challenge');
     const bad = await post(sl, challenge, sign.slack(challenge, 'wrong'));
     assert.equal(bad.status, 401, 'handshakes are verified too');
@@ -2071,7 +2072,9 @@ describe('forwarding', () => {
       [[ids[0], 'ledger: applied', 'completed'], [ids[1], 'ledger: applied', 'completed'],
         [ids[2], 'ledger: not applied', 'retry'], [ids[3], 'ledger: not applied', 'retry']].sort(),
       'the outcome as the operator gave it');
-    assert.equal(h.logs.filter((l) => l.msg === 'inbox.resolved' && ids.includes(l.inbox_id)).length, 4, 'one line per record');
+    const resolvedLines = () => h.logs.filter((l) => l.msg === 'inbox.resolved' && ids.includes(l.inbox_id)).length;
+    await waitUntil(() => resolvedLines() >= 4, { what: 'the resolves logged' }); // (lines go out on their own thread)
+    assert.equal(resolvedLines(), 4, 'one line per record');
     dest.releaseHanging();
     await dest.close();
   });
