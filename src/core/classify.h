@@ -37,5 +37,4 @@ typedef struct hookd_classification {
 /* status is the HTTP status when net == HOOKD_NET_OK, else ignored. */
 hookd_classification hookd_classify(hookd_net net, int status);
 
-
 #endif

@@ -80,7 +80,6 @@ void hookd_egress_free(hookd_egress *eg) {
   free(eg);
 }
 
-
 void hookd_egress_wakeup(hookd_egress *eg) { curl_multi_wakeup(eg->multi); }
 
 void hookd_egress_req_cleanup(hookd_egress_req *req) { hookd_buf_free(&req->response); }
