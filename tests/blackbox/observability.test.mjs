@@ -380,6 +380,42 @@ describe('observability', () => {
     await down.close();
   });
 
+  it('the per-endpoint series are bounded at 1,000: endpoints with requests out first, those only failing in the room left, the rest counted in hookd_endpoint_series_left_out', async () => {
+    const h = await startHookd();
+    const hang = await startReceiver(() => 'hang');
+    const down = await startReceiver(() => ({ status: 500 }));
+    for (const id of ['busy', 'failing']) assert.equal((await h.api('POST', '/v1/tenants', { id })).status, 201);
+    const make = async (tenant, n, fields) => {
+      for (let i = 0; i < n; i += 50) {
+        await Promise.all(Array.from({ length: Math.min(50, n - i) }, async () => {
+          const e = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, fields);
+          assert.equal(e.status, 201, e.text);
+        }));
+      }
+    };
+    // 1,000 endpoints failing (one 500 each, their retries an hour away: breakers closed), then
+    // 5 with a request out: 1,005 with something to show
+    await make('failing', 1000, { url: down.url, retry: { max_attempts: 5, backoff_base_ms: 3600000, backoff_cap_ms: 3600000 } });
+    await make('busy', 5, { url: hang.url, timeout_ms: 60000 });
+    const metrics = async () => parsePrometheus((await h.api('GET', '/metrics')).text);
+    await publish(h, 'failing', { type: 'a', payload: {} });
+    await waitUntil(async () => sampleValue(await metrics(), 'hookd_endpoints_failing') === 1000,
+      { what: '1,000 endpoints failing', timeout: 60000 });
+    await publish(h, 'busy', { type: 'a', payload: {} });
+    await hang.waitFor(5, 20000);
+    const m = await metrics();
+    const series = m.filter((x) => x.name === 'hookd_endpoint_failing_seconds');
+    assert.equal(series.length, 1000, 'bounded');
+    const busy = (await h.api('GET', '/v1/tenants/busy/endpoints')).json.data.map((e) => e.id);
+    for (const id of busy) {
+      assert.equal(sampleValue(m, 'hookd_endpoint_in_flight', { endpoint_id: id }), 1, `${id}: with its request out, shown first`);
+    }
+    assert.equal(sampleValue(m, 'hookd_endpoint_series_left_out'), 5, 'the failing ones past the room left, counted');
+    await h.kill9();
+    await hang.close();
+    await down.close();
+  });
+
   it('a delivery\'s log lines carry its correlation keys (delivery, event, tenant, endpoint, lease token, worker, attempt)', async () => {
     const h = await startHookd();
     const r = await startReceiver(() => ({ status: 400 }));
