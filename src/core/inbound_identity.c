@@ -132,13 +132,12 @@ static int zoom_id(const json_t *body, bool legacy, char *out, size_t outlen) {
     const json_t *v = obj_get(who, ids[i]);
     if ((json_is_string(v) && json_string_length(v)) || json_is_integer(v)) sub = v;
   }
-  bool since = false; /* a member keyed since 2026-12-07: the key before it is looked up too */
   static const char *const members[] = {"registrant", "chat_message"};
   for (size_t i = 0; i < 2 && !who && !sub; i++) {
     const json_t *v = obj_get(obj_get(obj, members[i]), "id");
     if ((json_is_string(v) && json_string_length(v)) || json_is_integer(v)) sub = v;
-    since = sub != NULL;
   }
+  bool since = !who && sub; /* a member keyed since 2026-12-07: the key before it is looked up */
   const json_t *parts[] = {obj_get(body, "event"), obj_get(body, "event_ts"), oid, sub};
   char tmp[HOOKD_IN_SCALAR_MAX];
   size_t len = 0;

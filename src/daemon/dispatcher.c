@@ -1422,10 +1422,9 @@ static void catch_up_steps(hookd_dispatcher *d, item *it) {
 static void store_writes_again(hookd_dispatcher *d, int rc) {
   /* (the second counted on the monotonic clock: on the wall clock, a step back of N ms held the
    * hurry back N ms — a review) */
-  int64_t mono = hookd_mono_ms();
-  if ((rc != 0 && rc != HOOKD_STORE_STALE) || !d->record_retry ||
-      (d->retries_hurried_ms && mono - d->retries_hurried_ms < 1000))
-    return;
+  if ((rc != 0 && rc != HOOKD_STORE_STALE) || !d->record_retry) return;
+  int64_t mono = hookd_mono_ms(); /* (only with outcomes waiting: not at every write) */
+  if (d->retries_hurried_ms && mono - d->retries_hurried_ms < 1000) return;
   d->retries_hurried_ms = mono;
   int64_t now = disp_now(d);
   for (item *w = d->record_retry; w; w = w->retry_next)

@@ -5,7 +5,7 @@
 // breaker, pauses and ordering lanes: ordering_health.test.mjs.)
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { getDelivery, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, SQLITE_ONLY } from './lib/hookd.mjs';
+import { getDelivery, makeEndpoints, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, SQLITE_ONLY } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
@@ -35,15 +35,6 @@ async function releaseOneByOne(rs, n, full, also = []) {
 }
 
 // Makes n endpoints of tenant with these fields, 50 requests at a time.
-async function makeEndpoints(h, tenant, n, fields) {
-  for (let i = 0; i < n; i += 50) {
-    await Promise.all(Array.from({ length: Math.min(50, n - i) }, async () => {
-      const e = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, fields);
-      assert.equal(e.status, 201, e.text);
-    }));
-  }
-}
-
 describe('isolation', () => {
   it('10% of endpoints hang until the timeout: healthy endpoints keep flowing; hanging ones stay within their cap', async () => {
     const h = await startHookd({ args: ['--max-in-flight', '24', '--tenant-max-in-flight', '24'] });

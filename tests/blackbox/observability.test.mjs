@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { HOOKD_BIN, publish, setup, startHookd, waitDelivery, waitUntil, withTimeout } from './lib/hookd.mjs';
+import { HOOKD_BIN, makeEndpoints, publish, setup, startHookd, waitDelivery, waitUntil, withTimeout } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
@@ -385,18 +385,10 @@ describe('observability', () => {
     const hang = await startReceiver(() => 'hang');
     const down = await startReceiver(() => ({ status: 500 }));
     for (const id of ['busy', 'failing']) assert.equal((await h.api('POST', '/v1/tenants', { id })).status, 201);
-    const make = async (tenant, n, fields) => {
-      for (let i = 0; i < n; i += 50) {
-        await Promise.all(Array.from({ length: Math.min(50, n - i) }, async () => {
-          const e = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, fields);
-          assert.equal(e.status, 201, e.text);
-        }));
-      }
-    };
     // 1,000 endpoints failing (one 500 each, their retries an hour away: breakers closed), then
     // 5 with a request out: 1,005 with something to show
-    await make('failing', 1000, { url: down.url, retry: { max_attempts: 5, backoff_base_ms: 3600000, backoff_cap_ms: 3600000 } });
-    await make('busy', 5, { url: hang.url, timeout_ms: 60000 });
+    await makeEndpoints(h, 'failing', 1000, { url: down.url, retry: { max_attempts: 5, backoff_base_ms: 3600000, backoff_cap_ms: 3600000 } });
+    await makeEndpoints(h, 'busy', 5, { url: hang.url, timeout_ms: 60000 });
     const metrics = async () => parsePrometheus((await h.api('GET', '/metrics')).text);
     await publish(h, 'failing', { type: 'a', payload: {} });
     await waitUntil(async () => sampleValue(await metrics(), 'hookd_endpoints_failing') === 1000,

@@ -318,6 +318,16 @@ export async function setup(h, url, endpointFields = {}, tenant = `t${Math.rando
   return { tenant, endpoint: e.json.id, secret: e.json.secret, ep: e.json };
 }
 
+// n endpoints of tenant with these fields, 50 created at a time.
+export async function makeEndpoints(h, tenant, n, fields) {
+  for (let i = 0; i < n; i += 50) {
+    await Promise.all(Array.from({ length: Math.min(50, n - i) }, async () => {
+      const e = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, fields);
+      if (e.status !== 201) throw new Error(`endpoint create: ${e.status} ${e.text}`);
+    }));
+  }
+}
+
 export async function publish(h, tenant, body, headers = {}) {
   return h.api('POST', `/v1/tenants/${tenant}/events`, body, headers);
 }
