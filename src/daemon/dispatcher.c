@@ -2425,6 +2425,33 @@ static void boot_policy_check(const hookd_dispatcher_config *cfg, const hookd_en
                       "(--allow-http, --egress-ports, --egress-allow) or fix the URLs"));
 }
 
+/* Everything the dispatcher holds, freed: after its thread has ended, or when its start failed
+ * part way (what the boot had loaded by then: tenants, endpoints, their health). */
+static void disp_free(hookd_dispatcher *d) {
+  const char *k;
+  void *v;
+  for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) ep_free(d, v);
+  hookd_strmap_free(&d->eps);
+  hookd_strmap_free(&d->bodies); /* empty: every item was freed before the loop ended */
+  for (size_t i = 0; (i = hookd_strmap_next(&d->tenants, i, &k, &v)) != 0;) {
+    tenant *t = v;
+    free(t->id);
+    free(t);
+  }
+  hookd_strmap_free(&d->tenants);
+  for (size_t i = 0; (i = hookd_strmap_next(&d->health, i, &k, &v)) != 0;) free(v);
+  hookd_strmap_free(&d->health);
+  free(d->heap);
+  free(d->later);
+  free(d->wake);
+  hookd_egress_free(d->eg);
+  pthread_mutex_destroy(&d->mu);
+  pthread_cond_destroy(&d->exited_cv);
+  pthread_mutex_destroy(&d->health_mu);
+  free(d->node_id);
+  free(d);
+}
+
 hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, char *err,
                                          size_t errlen) {
   hookd_dispatcher *d = calloc(1, sizeof *d);
@@ -2521,16 +2548,7 @@ hookd_dispatcher *hookd_dispatcher_start(const hookd_dispatcher_config *cfg, cha
   pthread_setname_np(d->thread, "dispatcher");
   return d;
 fail:
-  {
-    const char *k;
-    void *v;
-    for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) ep_free(d, v);
-  }
-  hookd_egress_free(d->eg);
-  hookd_strmap_free(&d->eps);
-  hookd_strmap_free(&d->bodies);
-  free(d->node_id);
-  free(d);
+  disp_free(d);
   return NULL;
 }
 
@@ -2550,28 +2568,7 @@ int hookd_dispatcher_stop(hookd_dispatcher *d) {
   if (!exited) return -1;
   pthread_join(d->thread, NULL);
   process_inbox(d); /* hints posted after the loop ended */
-  const char *k;
-  void *v;
-  for (size_t i = 0; (i = hookd_strmap_next(&d->eps, i, &k, &v)) != 0;) ep_free(d, v);
-  hookd_strmap_free(&d->eps);
-  hookd_strmap_free(&d->bodies); /* empty: every item was freed before the loop ended */
-  for (size_t i = 0; (i = hookd_strmap_next(&d->tenants, i, &k, &v)) != 0;) {
-    tenant *t = v;
-    free(t->id);
-    free(t);
-  }
-  hookd_strmap_free(&d->tenants);
-  for (size_t i = 0; (i = hookd_strmap_next(&d->health, i, &k, &v)) != 0;) free(v);
-  hookd_strmap_free(&d->health);
-  free(d->heap);
-  free(d->later);
-  free(d->wake);
-  hookd_egress_free(d->eg);
-  pthread_mutex_destroy(&d->mu);
-  pthread_cond_destroy(&d->exited_cv);
-  pthread_mutex_destroy(&d->health_mu);
-  free(d->node_id);
   int lost = d->writes_given_up;
-  free(d);
+  disp_free(d);
   return lost;
 }

@@ -1194,6 +1194,30 @@ describe('durability', () => {
     cleanup();
   });
 
+  it('a start whose release of the old leases fails exits 1 naming it, having freed what the boot loaded (no leak report)', { skip: SQLITE_ONLY }, async () => {
+    const { dir, cleanup } = tempDir();
+    const r = await startReceiver(() => 'hang');
+    const h = await startHookd({ dir });
+    const { tenant } = await setup(h, r.url);
+    await publish(h, tenant, { type: 'a', payload: {} });
+    await r.waitFor(1); // claimed: its lease is this node's
+    await h.kill9();
+    // the store refuses the lease's release (a trigger of the test's); tenants and endpoints
+    // are loaded by then
+    const db = join(dir, 'hookd.db');
+    execFileSync('sqlite3', [db, 'CREATE TRIGGER test_refuse_release BEFORE UPDATE OF lease_owner ON deliveries' +
+      " WHEN OLD.lease_owner IS NOT NULL AND NEW.lease_owner IS NULL BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;"]);
+    const failed = await startHookd({ dir }).then(() => null, (e) => e.message);
+    assert.match(failed ?? 'started', /cannot release old leases/);
+    assert.match(failed, /exited \(code 1,/, 'exit 1: not a sanitizer\'s');
+    assert.doesNotMatch(failed, /LeakSanitizer|AddressSanitizer/);
+    execFileSync('sqlite3', [db, 'DROP TRIGGER test_refuse_release;']);
+    const h2 = await startHookd({ dir });
+    assert.equal((await h2.stop()).code, 0);
+    await r.close();
+    cleanup();
+  });
+
   it('a second hookd on the same SQLite store refuses to start', { skip: SQLITE_ONLY }, async () => {
     const { dir, cleanup } = tempDir();
     const h = await startHookd({ dir });
