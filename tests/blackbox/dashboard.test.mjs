@@ -2,12 +2,14 @@
 // and the page itself run in jsdom against a real daemon (its scripts loaded from hookd, its
 // fetches to hookd on loopback): the key typed, a tenant chosen, a DEAD delivery found, its
 // attempts shown as text — a receiver's hostile answer and a hostile payload included — and
-// replayed with a reason that reaches the audit log.
+// replayed with a reason that reaches the audit log; a bulk replay previewed and confirmed from
+// the page, an inbox conflict in its queue, and the audit log's view.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { JSDOM } from 'jsdom';
 import { API_KEY, publish, setup, startHookd, waitDelivery, waitUntil } from './lib/hookd.mjs';
+import * as sign from './lib/providers.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
 const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -585,6 +587,144 @@ describe('the dashboard and ids that producers choose', () => {
       assert.equal(row?.querySelector('td')?.textContent, two.tenant, 'the chosen tenant\'s event');
     } finally {
       w.close();
+    }
+  });
+});
+
+// A table of the view as its rows, each { column: the cell's text } (its header row left out).
+function rowsOf(tableEl) {
+  const [head, ...rows] = [...tableEl.querySelectorAll('tr')];
+  const cols = [...head.querySelectorAll('th')].map((th) => th.textContent);
+  return rows.map((tr) => Object.fromEntries([...tr.querySelectorAll('td')]
+    .map((td, i) => [cols[i], td.textContent])));
+}
+
+describe('a bulk replay from the page (docs/replay.md)', () => {
+  it('the replay form previews a job of the tenant\'s DEAD deliveries, its count shown; its Confirm button runs it to completed, audited', async () => {
+    let fixed = false; // the receiver refuses (400: DEAD at once) until it is fixed
+    const r = await startReceiver(() => ({ status: fixed ? 200 : 400 }));
+    const mine = await setup(h, r.url);
+    const ids = [];
+    for (const n of [1, 2]) {
+      const id = (await publish(h, mine.tenant, { type: 'order.paid', payload: { n } })).json.id;
+      await waitDelivery(h, id, (x) => x[0]?.state === 'dead');
+      ids.push(id);
+    }
+    fixed = true;
+    const { w, doc, h2, view } = await openWithTenant(mine.tenant, (window) => { window.prompt = () => 'receiver fixed — INC-7'; });
+    const status = () => doc.getElementById('status').textContent;
+    try {
+      doc.querySelector('nav button[data-view="replays"]').click();
+      await waitUntil(() => h2() === 'replay jobs (0)' && doc.querySelector('#view form') || null, { what: 'the replay jobs view and its form' });
+      const form = doc.querySelector('#view form');
+      form.querySelector('[name="state"]').value = 'dead';
+      form.querySelector('[name="per_second"]').value = '1000';
+      form.querySelector('[name="reason"]').value = 'outage over';
+      form.dispatchEvent(new w.Event('submit', { cancelable: true }));
+      const m = await waitUntil(() => /^replay job (rpl_\S+) — (\S+)$/.exec(h2()) || (status().startsWith('4') ? status() : null),
+        { what: 'the job shown' });
+      assert.ok(Array.isArray(m), `the job not created: ${m}`);
+      const [, jobId, shownState] = m;
+      assert.equal(shownState, 'preview');
+      const job = (await h.api('GET', `/v1/tenants/${mine.tenant}/replays/${jobId}`)).json;
+      assert.deepEqual([job.state, job.total, job.filter.state, job.reason, job.rate], ['preview', 2, 'dead', 'outage over', { per_second: 1000 }]);
+      // its count, as the API has it, on the page; nothing sent yet
+      const shown = Object.fromEntries([...doc.querySelectorAll('#view table tr')].map((tr) =>
+        [tr.querySelector('th')?.textContent, tr.querySelector('td')?.textContent]));
+      assert.equal(shown.total, '2', view());
+      assert.equal(r.requests.length, 2, 'a preview sends nothing');
+      const buttons = [...doc.querySelectorAll('#view .actions button')];
+      assert.deepEqual(buttons.map((b) => b.textContent), ['Confirm', 'Cancel']);
+      buttons[0].click();
+      await waitUntil(() => status().startsWith('Confirm:') || null, { what: 'the confirm answered' });
+      assert.equal(status(), 'Confirm: done');
+      await waitUntil(async () => (await h.api('GET', `/v1/tenants/${mine.tenant}/replays/${jobId}`)).json.state === 'completed' || null,
+        { what: 'the job completed' });
+      const done = (await h.api('GET', `/v1/tenants/${mine.tenant}/replays/${jobId}`)).json;
+      assert.equal(done.progress.replayed, 2, JSON.stringify(done.progress));
+      for (const id of ids) await waitDelivery(h, id, (x) => x[0]?.state === 'delivered', `${id} replayed`);
+      await r.waitFor(4, 15000, 'each DEAD delivery sent again');
+      assert.deepEqual(r.requests.slice(2).map((q) => JSON.parse(q.body).data.n).sort(), [1, 2]);
+      // the page's poll draws it completed
+      await waitUntil(() => h2() === `replay job ${jobId} — completed` || null, { what: 'the completed job drawn' });
+      const audit = (await h.api('GET', `/v1/audit?tenant=${mine.tenant}&limit=50`)).json.data;
+      assert.equal(audit.find((a) => a.action === 'replay.confirm' && a.target === jobId)?.reason, 'receiver fixed — INC-7');
+      assert.equal(audit.find((a) => a.action === 'replay.create' && a.target === jobId)?.reason, 'outage over');
+    } finally {
+      w.close();
+      await r.close();
+    }
+  });
+});
+
+describe('the inbox conflicts view', () => {
+  it('lists a provider\'s event sent again with another body as a conflict of the first, its event id as text', async () => {
+    const dest = await startReceiver();
+    const mine = await setup(h, dest.url);
+    const src = await h.api('POST', '/v1/sources', { tenant: mine.tenant, provider: 'stripe', secrets: ['whsec_conflict'],
+      destinations: [{ url: dest.url, idempotent: true }] });
+    assert.equal(src.status, 201, src.text);
+    const evt = `evt_dash_${Math.random().toString(36).slice(2, 8)}`;
+    const post = async (amount) => {
+      const body = JSON.stringify({ id: evt, object: 'event', type: 'invoice.paid', data: { object: { id: 'in_1', amount_paid: amount } } });
+      const res = await fetch(`${h.url}${src.json.ingest_path}`, { method: 'POST', headers: sign.stripe(body, 'whsec_conflict'), body });
+      assert.equal(res.status, 200);
+      return res.json();
+    };
+    const first = await post(4200);
+    const second = await post(9999); // the same event id, another body
+    assert.equal(second.status, 'conflict', JSON.stringify(second));
+    const { w, doc, h2 } = await openWithTenant(mine.tenant);
+    try {
+      doc.querySelector('nav button[data-view="conflicts"]').click();
+      await waitUntil(() => h2() === 'inbox conflicts (1)' || null, { what: 'the conflicts view, its one record' });
+      const [row] = rowsOf(doc.querySelector('#view table'));
+      assert.deepEqual([row.id, row.event_id, row.status, row.conflict_of], [second.inbox_id, evt, 'conflict', first.inbox_id],
+        JSON.stringify(row));
+      const links = [...doc.querySelectorAll('#view a.id')].map((a) => a.textContent);
+      assert.ok(links.includes(second.inbox_id), 'the record is a link to its view');
+      assert.ok(!links.includes(evt), 'the provider\'s event id is text');
+    } finally {
+      w.close();
+      await dest.close();
+    }
+  });
+});
+
+describe('the audit log view', () => {
+  it('lists the chosen tenant\'s actions newest first, each with its actor, target and reason, and no other tenant\'s', async () => {
+    const r = await startReceiver(() => ({ status: 400 }));
+    const mine = await setup(h, r.url);
+    const other = await setup(h, r.url);
+    const id = (await publish(h, mine.tenant, { type: 'order.paid', payload: {} })).json.id;
+    await waitDelivery(h, id, (x) => x[0]?.state === 'dead');
+    const job = await h.api('POST', `/v1/tenants/${mine.tenant}/replays`, { filter: { state: 'dead' }, reason: 'audit view: preview' });
+    assert.equal(job.status, 201, job.text);
+    const conf = await h.api('POST', `/v1/tenants/${mine.tenant}/replays/${job.json.id}/confirm`, { reason: 'audit view: confirm' });
+    assert.equal(conf.status, 200, conf.text);
+    await waitUntil(async () => (await h.api('GET', `/v1/tenants/${mine.tenant}/replays/${job.json.id}`)).json.state === 'completed' || null,
+      { what: 'the job completed (its replay.complete written before the page reads the log)' });
+    const elsewhere = await h.api('PATCH', `/v1/tenants/${other.tenant}/endpoints/${other.endpoint}`, { description: 'x' },
+      { 'Hookd-Reason': 'another tenant\'s' });
+    assert.equal(elsewhere.status, 200, elsewhere.text);
+    const { w, doc, h2 } = await openWithTenant(mine.tenant);
+    try {
+      doc.querySelector('nav button[data-view="audit"]').click();
+      await waitUntil(() => h2().startsWith('audit log (') || null, { what: 'the audit log view' });
+      const rows = rowsOf(doc.querySelector('#view table'));
+      const api = (await h.api('GET', `/v1/audit?tenant=${mine.tenant}&limit=100`)).json.data;
+      assert.equal(h2(), `audit log (${api.length})`);
+      assert.deepEqual(rows.map((x) => [x.action, x.target]), api.map((x) => [x.action, x.target]), 'as the API lists them');
+      const ours = rows.filter((x) => x.target === job.json.id).map((x) => [x.action, x.reason, x.actor, x.tenant_id]);
+      const actor = api.find((x) => x.action === 'replay.create' && x.target === job.json.id).actor; // (the key's)
+      assert.deepEqual(ours.slice(-2), [['replay.confirm', 'audit view: confirm', actor, mine.tenant],
+        ['replay.create', 'audit view: preview', actor, mine.tenant]], JSON.stringify(ours));
+      assert.ok(rows.every((x) => x.tenant_id === mine.tenant), 'the chosen tenant\'s alone');
+      assert.ok(!rows.some((x) => x.reason === 'another tenant\'s'));
+      assert.equal(doc.querySelectorAll('#view a.id').length, 0, 'its targets are text');
+    } finally {
+      w.close();
+      await r.close();
     }
   });
 });

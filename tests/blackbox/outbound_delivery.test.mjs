@@ -1198,7 +1198,7 @@ describe('HTTPS destinations (a private CA: --egress-ca-file)', () => {
   const tls = { key: fixture('server.key'), cert: fixture('server.pem') };
   const ca = fileURLToPath(new URL('./fixtures/tls/ca.pem', import.meta.url));
   // an HTTPS (HTTP/1.1) or HTTP/2 receiver on loopback; counts connections and requests
-  async function secureReceiver(h2, { close = false } = {}) {
+  async function secureReceiver(h2, { close = false, creds = tls } = {}) {
     const r = { requests: [], connections: 0 };
     const onRequest = (req, res) => {
       const chunks = [];
@@ -1210,7 +1210,7 @@ describe('HTTPS destinations (a private CA: --egress-ca-file)', () => {
         setTimeout(() => { res.writeHead(200, headers); res.end('ok'); }, 20);
       });
     };
-    r.server = h2 ? http2.createSecureServer(tls, onRequest) : https.createServer(tls, onRequest);
+    r.server = h2 ? http2.createSecureServer(creds, onRequest) : https.createServer(creds, onRequest);
     r.server.on('secureConnection', () => { r.connections++; });
     await new Promise((resolve) => r.server.listen(0, '127.0.0.1', resolve));
     r.url = `https://127.0.0.1:${r.server.address().port}/hook`;
@@ -1257,6 +1257,21 @@ describe('HTTPS destinations (a private CA: --egress-ca-file)', () => {
     assert.equal((await getDelivery(h, dl.id)).attempts[0].outcome, 'tls_error');
     assert.equal(r.requests.length, 0);
     await r.close();
+  });
+
+  it('a certificate its CA signed for another name is refused: tls_error naming the name, nothing sent (the host checked, not the chain alone)', async () => {
+    // other-ca.pem signed wrong-name.pem for wrong.example only; served on 127.0.0.1
+    const d = await startHookd({ args: ['--egress-ca-file', fileURLToPath(new URL('./fixtures/tls/other-ca.pem', import.meta.url))] });
+    const r = await secureReceiver(false, { creds: { key: fixture('wrong-name.key'), cert: fixture('wrong-name.pem') } });
+    const { tenant } = await setup(d, r.url, { retry: { max_attempts: 1 } });
+    const p = await publish(d, tenant, { type: 'a.b', payload: {} });
+    const [dl] = await waitDelivery(d, p.json.id, (ds) => ds[0]?.state === 'dead');
+    const [a] = (await getDelivery(d, dl.id)).attempts;
+    assert.equal(a.outcome, 'tls_error');
+    assert.match(JSON.stringify(a), /127\.0\.0\.1/, 'the error names the host the certificate does not match');
+    assert.equal(r.requests.length, 0, 'nothing sent');
+    await r.close();
+    assert.equal((await d.stop()).code, 0);
   });
 
   // libcurl read the CA file again for every new TLS connection (Debian's libcurl also names a
