@@ -179,7 +179,9 @@ describe('replay jobs: preview, then confirm', () => {
     assert.equal(job.endpoints[0].count, 7, 'endpoints[0].count');
     assert.equal(job.endpoints[0].remaining, 7);
     assert.equal(job.endpoints[0].enabled, true);
-    assert.ok(job.endpoints[0].health === null || typeof job.endpoints[0].health === 'object', 'health: null or an object');
+    // its health as the dispatcher has it (null only for an endpoint it does not hold: deleted)
+    assert.deepEqual(Object.keys(job.endpoints[0].health ?? {}).sort(), ['breaker', 'failing_since', 'paused_until'],
+      `health: ${JSON.stringify(job.endpoints[0].health)}`);
     assert.ok(Math.abs(job.estimated_drain_s - 7 / 50) <= 0.05, `estimated_drain_s ≈ 7/50: ${job.estimated_drain_s}`);
     assert.equal(job.confirmed_at, null);
     assert.equal(job.finished_at, null);
@@ -380,6 +382,13 @@ describe('replay jobs: a retry that was due already', () => {
       const pv = await createJob(hd, tenant, { filter: { state: 'retrying' }, reason: 'nothing to bring forward' });
       assert.equal(pv.status, 201, pv.text);
       assert.equal(pv.json.total, 1);
+      // the preview shows what holds the endpoint: its breaker open, failing since its answer
+      const [ep] = pv.json.endpoints;
+      assert.equal(ep.id, endpoint);
+      assert.equal(ep.health?.breaker, 'open', JSON.stringify(ep.health));
+      const since = Date.parse(ep.health.failing_since);
+      assert.ok(since <= Date.now() && since > Date.now() - 60000, `failing_since: ${ep.health.failing_since}`);
+      assert.equal(ep.health.paused_until, null);
       assert.equal((await act(hd, tenant, pv.json.id, 'confirm')).status, 200);
       const done = await waitJob(hd, tenant, pv.json.id, (j) => j.state === 'completed', 'job completed');
       assert.equal(done.progress.replayed, 0, JSON.stringify(done.progress));
