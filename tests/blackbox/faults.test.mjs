@@ -126,6 +126,40 @@ describe('durability', () => {
     cleanup();
   });
 
+  it('a 2xx read, then killed before its outcome is recorded: sent again after the restart with the same webhook-id, delivered (at-least-once: the receiver dedupes)', { skip: SQLITE_ONLY }, async () => {
+    const { dir, cleanup } = tempDir();
+    const effects = [];
+    let first = true;
+    const recv = await startReceiver((rec) => {
+      effects.push(rec.headers['webhook-id']); // the receiver's side effect, each time
+      return first ? (first = false, 'hang') : { status: 200 };
+    });
+    let h = await startHookd({ dir });
+    const { tenant } = await setup(h, recv.url);
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    await recv.waitFor(1);
+    // the store locked, the receiver answers 200: hookd has the 2xx and cannot record it
+    const release = await h.lockStore();
+    try {
+      recv.releaseHanging(200);
+      await h.waitForLog((l) => l.msg === 'outcome.write_retry', 15000, 'the 2xx read, its outcome not written');
+      await h.kill9(); // hookd dies between the receiver's 2xx and its record
+    } finally {
+      await release();
+    }
+    const [row] = h.query('SELECT state, attempt_count FROM deliveries');
+    assert.deepEqual([row.state, row.attempt_count], ['pending', 0], 'no success recorded');
+    h = await startHookd({ dir });
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.deepEqual(effects, [p.json.id, p.json.id], 'sent again, with the same webhook-id to dedupe on');
+    const full = (await h.api('GET', `/v1/deliveries/${d.id}`)).json;
+    // the first 2xx is missing from the history (docs/architecture.md "Failure windows")
+    assert.deepEqual(full.attempts.map((a) => [a.outcome, a.http_status]), [['success', 200]]);
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+
   it('SIGTERM with requests in flight: they finish, their outcomes are recorded, exit 0', async () => {
     const { dir, cleanup } = tempDir();
     const recv = await startReceiver(() => 'hang');
