@@ -157,6 +157,31 @@ describe('observability', () => {
     await r.close();
   });
 
+  it('hookd_attempt_duration_seconds observes each attempt\'s time (a 300 ms answer: in no bucket below 0.3 s); hookd_publish_duplicates_total counts a publish of an id already stored', async () => {
+    const h = await startHookd();
+    const r = await startReceiver(() => ({ status: 200, delayMs: 300 }));
+    const { tenant } = await setup(h, r.url);
+    const first = await publish(h, tenant, { id: 'evt_dup_metric', type: 'a', payload: {} });
+    assert.equal(first.status, 202, first.text);
+    const again = await publish(h, tenant, { id: 'evt_dup_metric', type: 'a', payload: {} });
+    assert.equal(again.status, 202, again.text);
+    assert.equal(again.json.id, first.json.id);
+    await waitDelivery(h, first.json.id, (ds) => ds[0]?.state === 'delivered');
+    const m = parsePrometheus((await h.api('GET', '/metrics')).text);
+    assert.equal(sampleValue(m, 'hookd_publish_duplicates_total'), 1);
+    assert.equal(sampleValue(m, 'hookd_events_published_total'), 1, 'the duplicate made no event');
+    assert.equal(sampleValue(m, 'hookd_attempt_duration_seconds_count'), 1, 'one attempt');
+    const sum = sampleValue(m, 'hookd_attempt_duration_seconds_sum');
+    assert.ok(sum >= 0.3 && sum < 10, `its time: ${sum} s`);
+    const buckets = m.filter((x) => x.name === 'hookd_attempt_duration_seconds_bucket');
+    assert.ok(buckets.length > 2, 'buckets shown');
+    for (const b of buckets.filter((x) => Number(x.labels.le) < 0.3)) assert.equal(b.value, 0, `bucket le=${b.labels.le}`);
+    assert.equal(buckets.find((x) => x.labels.le === '+Inf')?.value, 1);
+    assert.equal(r.requests.length, 1, 'the duplicate sent nothing');
+    assert.equal((await h.stop()).code, 0);
+    await r.close();
+  });
+
   it('listening beyond loopback without a metrics token is said at start (config.metrics_public); with one, or on loopback, nothing', async () => {
     for (const [args, said] of [[['--listen', '0.0.0.0:0'], true], [['--listen', '0.0.0.0:0', '--metrics-token', 'mt-0123456789abcdef'], false],
       [[], false]]) {
