@@ -744,6 +744,34 @@ static void body_arrived(hookd_server *srv, struct MHD_Connection *conn) {
 
 static void body_handle(hookd_server *srv, hookd_req *r);
 
+/* A connection's memory (libmicrohttpd's pool, HTTP_POOL_BYTES) holds the request's head, a
+ * record for each of its headers, query arguments and cookies, and then the answer's head. A head
+ * that fits with too little left for an answer was served and its answer dropped: the connection
+ * closed with nothing sent (a review: a request line of 20,100 bytes; 81 headers in a head of
+ * 15 KiB, a create among them served unanswered). Such a request is refused before it is served:
+ * its 431 is written on the socket, which needs none of the pool. HTTP_ENTRY_BYTES is
+ * libmicrohttpd 0.9.75's record with its allocation's alignment (64-bit); HTTP_ANSWER_ROOM holds
+ * the largest answer head of hookd's and what libmicrohttpd allocates beside it (~400 bytes
+ * measured for a 431). */
+#define HTTP_POOL_BYTES(max_head) ((size_t)((max_head) ? (max_head) : 32768) + HOOKD_HTTP_HEAD_ROOM)
+#define HTTP_ENTRY_BYTES 64
+#define HTTP_ANSWER_ROOM 1024
+static bool head_leaves_room(const hookd_server *srv, struct MHD_Connection *conn, bool body,
+                             size_t *head, int *entries) {
+  const union MHD_ConnectionInfo *hs =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+  *entries = MHD_get_connection_values(
+      conn, MHD_HEADER_KIND | MHD_GET_ARGUMENT_KIND | MHD_COOKIE_KIND, NULL, NULL);
+  *head = hs ? hs->header_size : 0;
+  if (!hs || *entries < 0) return true;
+  size_t pool = HTTP_POOL_BYTES(srv->cfg.max_head_bytes);
+  /* the read buffer: cut back to the head once a head without a body is in; with a body to
+   * come, as libmicrohttpd first made it (half the pool) or larger, holding the body's first
+   * bytes while the answer at its head is made */
+  size_t read_buf = body && *head < pool / 2 ? pool / 2 : *head;
+  return read_buf + (size_t)*entries * HTTP_ENTRY_BYTES + HTTP_ANSWER_ROOM <= pool;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -766,6 +794,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (!r->path) return MHD_NO;
     head_scan h = {0};
     MHD_get_connection_values_n(conn, MHD_HEADER_KIND, scan_header, &h);
+    size_t head_bytes;
+    int entries;
+    if (!head_leaves_room(srv, conn, h.content_length || h.transfer_encoding, &head_bytes,
+                          &entries)) {
+      hookd_req_error(r, 431, "headers_too_large",
+                      "request head of %zu bytes with %d headers and query arguments leaves no "
+                      "room for the answer in a connection's memory (--max-header-bytes)",
+                      head_bytes, entries);
+      return answer_mid_body(r);
+    }
     /* first: an answer to a request whose framing a proxy may read otherwise closes the
      * connection — any other refusal (431, 404, 414) kept it, and the bytes MHD took for the
      * next request could be what the proxy took for this one's body (smuggled) */
@@ -1269,8 +1307,7 @@ hookd_server *hookd_server_start(const hookd_server_config *cfg, char *err, size
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout_s + 2, MHD_OPTION_CONNECTION_LIMIT,
       (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
       (unsigned)cfg->max_connections_per_ip, /* 0: no limit, as for libmicrohttpd */
-      MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-      (size_t)(cfg->max_head_bytes ? cfg->max_head_bytes : 32768) + HOOKD_HTTP_HEAD_ROOM,
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, HTTP_POOL_BYTES(cfg->max_head_bytes),
       MHD_OPTION_END); /* SO_REUSEADDR only: never a port shared with another process */
   if (!s->mhd) {
     snprintf(err, errlen, "cannot listen on %s:%d (address in use or not permitted)", cfg->host,

@@ -90,7 +90,9 @@ int64_t hookd_req_age_ms(const hookd_req *r);
 int64_t hookd_req_age_us(const hookd_req *r); /* the same, to the µs */
 /* A connection's memory beyond the request head it may hold (max_head_bytes): the answer's head,
  * which libmicrohttpd builds in the same pool — with none left it closes the connection without
- * a word, after the handler has served the request. */
+ * a word, after the handler has served the request. (The pool holds the headers' records and a
+ * body's first bytes too: a head leaving too little is refused before it is served, server.c
+ * head_leaves_room.) */
 #define HOOKD_HTTP_HEAD_ROOM 4096
 /* Router-captured path parameters. */
 #define HOOKD_REQ_MAX_PARAMS 4

@@ -1174,6 +1174,43 @@ describe('request heads near --max-header-bytes', () => {
   });
 });
 
+describe('request heads that fill a connection\'s memory', () => {
+  // the memory holds the head, a record of each header and query argument and, with a body to
+  // come, the body's first bytes: a head that fit with too little left for the answer was served
+  // (a create made) and closed without a word — a 20,100-byte request line, 150 headers before a
+  // large body, 81 in a head of 15 KiB (a review)
+  it('every head libmicrohttpd takes is answered — a long request line, many headers, many before a large body — and none is served unanswered', async () => {
+    const h = await startHookd(); // (--max-header-bytes: 16 KiB, --max-headers 100)
+    const key = `Authorization: Bearer ${h.apiKey}\r\n`;
+    const answered = async (what, bytes) => {
+      const r = await exchange(h.port, bytes);
+      const [a] = responses(r.text);
+      assert.ok(a?.status, `${what}: no answer (${r.text.length} bytes back)`);
+      if (a.headers['content-type'] === 'application/json') assert.ok(JSON.parse(a.body).error || a.status < 300, `${what}: ${a.body}`);
+      return a;
+    };
+    for (let n = 19800; n <= 20400; n += 20) {
+      const a = await answered(`a request line of ${n} bytes`, `GET /v1/tenants/${'x'.repeat(n - 30)} HTTP/1.1\r\nHost: hookd\r\nConnection: close\r\n\r\n`);
+      assert.ok([414, 431].includes(a.status), `line ${n}: ${a.status}`);
+    }
+    let k = 0;
+    const create = async (what, headers, pad) => {
+      const id = `fill-${++k}`;
+      const body = JSON.stringify({ id }) + ' '.repeat(pad); // (blanks after a JSON value are JSON)
+      const a = await answered(what, `POST /v1/tenants HTTP/1.1\r\nHost: hookd\r\n${key}Content-Type: application/json\r\n`
+        + `${headers}Content-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+      const created = (await h.api('GET', `/v1/tenants/${id}`)).status === 200;
+      assert.equal(created, a.status === 201, `${what}: answered ${a.status}, created ${created}`);
+      return a;
+    };
+    const many = (n) => Array.from({ length: n }, (_, i) => `X-H${i}: v\r\n`).join('');
+    for (let n = 90; n <= 170; n += 2) await create(`${n} headers before a body of 64 KiB`, many(n), 65536);
+    for (let n = 60; n <= 90; n++) await create(`${n} headers in a head of 15 KiB`, `X-Pad: ${'p'.repeat(14000)}\r\n${many(n)}`, 0);
+    assert.equal((await create('a plain create', '', 0)).status, 201);
+    assert.equal((await h.stop()).code, 0);
+  });
+});
+
 describe('slow clients', () => {
   it('a body trickled a byte at a time, each byte inside the idle timeout, is cut off at --request-timeout-s with 408', async () => {
     const h = await startHookd({ args: ['--request-timeout-s', '1', '--header-timeout-s', '5'] });
