@@ -998,6 +998,72 @@ describe('isolation', () => {
     for (const r of rs) await r.close();
   });
 
+  it('live work waiting holds retries to their budget at a full cap (20 % of it, passed by at most as much again by first retries); once it drains, the retries take the idle slots', async () => {
+    const h = await startHookd({ args: ['--max-in-flight', '32', '--tenant-max-in-flight', '32'] });
+    const L = await startReceiver(() => 'hang');
+    const live = await setup(h, L.url, { max_in_flight: 32, timeout_ms: 60000 });
+    // 7 tenants whose deliveries fail their first attempt and hang at their retry: 408 is retried
+    // and, unlike a 5xx, no failure for the breaker (20 failures would open it). Their endpoints'
+    // cap is 3: retries are claimed whatever their budget (only replays are held back at the
+    // claim), two windows of their endpoint's cap, and with caps of 32 they held most of the claim
+    // budget (2 × 32): the live tenant was held to its fair share of it (8), its queue ran dry
+    // between claims on a loaded machine, and its work waiting in the store does not count as
+    // waiting — the retries were lent its slots (15 to 18 in flight).
+    const P = [];
+    for (let i = 0; i < 7; i++) {
+      const failed = new Set();
+      const r = await startReceiver((rec) => {
+        const id = rec.headers['webhook-id'];
+        if (failed.has(id)) return 'hang';
+        failed.add(id);
+        return { status: 408 };
+      });
+      P.push({ r, tenant: (await setup(h, r.url, { max_in_flight: 3, timeout_ms: 60000 })).tenant });
+    }
+    // published at once: a request hanging past 5 s makes its endpoint slow, and the live
+    // endpoint waiting for the slow share would hold nothing back (its work could not take a slot)
+    const events = (tenant, n) => Promise.all(Array.from({ length: n }, async (_, j) =>
+      assert.equal((await publish(h, tenant, { type: 'a', payload: { j } })).status, 202)));
+    await events(live.tenant, 200);
+    // (its one endpoint: the global cap leaves the tenant 30, of which its endpoints' reserve
+    // keeps 1 for a sibling: 29)
+    await waitUntil(async () => L.open === 29, { what: 'the live tenant fills the slots', timeout: 10000 });
+    await Promise.all(P.map((p) => events(p.tenant, 24)));
+    // retries in flight: the requests hanging (a first attempt is answered at once)
+    const retries = () => P.map((p) => p.r.hanging.filter((res) => !res.closed).length);
+    const sum = (xs) => xs.reduce((a, x) => a + x, 0);
+    const rs = [L, ...P.map((p) => p.r)];
+    // The retry budget is (32 + 4) / 5 = 7; a tenant holding none may start its first retry while
+    // fewer than twice that are in flight: 14 at most. Sampled after each of 90 answers, given
+    // one at a time, the oldest first (a bounded window: each freed slot goes to the live tenant
+    // or to a retry, and the tenants' first attempts go through meanwhile). The receivers' count
+    // is never above the daemon's (a request is counted before it arrives, and after its answer
+    // has left). Without the budget the retries took their tenants' fair shares of the cap.
+    let most = 0, at = '';
+    for (let k = 0; k < 90; k++) {
+      await releaseOneByOne(rs, 1, 29);
+      const n = retries();
+      if (sum(n) > most) { most = sum(n); at = `answer ${k}: live ${L.open}, retries ${n}`; }
+    }
+    // (the retries reached their budget: they did wait for the slots)
+    assert.ok(most >= 7, `retries in flight beside waiting live work: ${most} at most (${at})`);
+    assert.ok(most <= 14, `retries in flight beside waiting live work: ${most} at most (${at})`);
+    // the live tenant holds the rest: 30 less the retries' 14 at most
+    const state = (e) => { throw new Error(`${e.message}: live ${L.open}, retries ${retries()}`); };
+    await waitUntil(async () => L.open >= 16 && sum(retries()) <= 14,
+      { what: 'the live tenant holds the rest', timeout: 3000, interval: 5 }).catch(state);
+    // the live work drains: the retries waiting are lent the idle slots, up to their endpoints'
+    // caps (21, past the 14). Those in flight are answered too: the retries sent now hang afresh,
+    // far from the 5 s that would make their endpoints slow.
+    L.behave = () => ({ status: 200 });
+    for (const r of rs) r.releaseHanging();
+    await L.waitFor((r) => new Set(r.requests.map((q) => q.headers['webhook-id'])).size === 200, 15000, 'the live work delivered');
+    await waitUntil(async () => retries().every((n) => n === 3), { what: 'the retries take the idle slots', timeout: 10000 }).catch(state);
+    for (const r of rs) { r.behave = () => ({ status: 200 }); r.releaseHanging(); }
+    assert.equal((await h.stop()).code, 0);
+    for (const r of rs) await r.close();
+  });
+
   it('a rate-limited tenant\'s waiting deliveries do not hold the claims: a busy tenant gets the free slots', async () => {
     const h = await startHookd({ args: ['--max-in-flight', '32', '--tenant-max-in-flight', '32'] });
     const C = [];
