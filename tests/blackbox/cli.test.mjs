@@ -8,7 +8,8 @@ import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash, generateKeyPairSync, sign as cryptoSign } from 'node:crypto';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { HOOKD_BIN, faultDisk, faultNoLink, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, SQLITE_ONLY } from './lib/hookd.mjs';
+import fsp from 'node:fs/promises';
+import { HOOKD_BIN, faultDisk, faultNoLink, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, withTimeout, SQLITE_ONLY } from './lib/hookd.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
 // (bounded: a start that should have been refused would otherwise serve, and the test hang)
@@ -332,6 +333,26 @@ describe('hookd CLI', () => {
     assert.equal(r.status, 2, r.stderr);
     assert.match(r.stderr, /--api-key \(HOOKD_API_KEY\) has 9 characters: listening beyond loopback \(0\.0\.0\.0\)/);
     assert.ok(!r.stderr.includes('short-key'), 'the key itself is not echoed');
+  });
+
+  it('a SIGTERM while serve still reads its configuration waits for the start, which stops as it would later: exit 0, not a death by the signal', { skip: SQLITE_ONLY }, async () => {
+    const { dir } = tempDir();
+    const fifo = join(dir, 'conf.fifo');
+    execFileSync('mkfifo', [fifo]); // (its open and read wait for the test's writer)
+    const proc = spawn(HOOKD_BIN, ['serve', '--listen', '127.0.0.1:0', '--store', `sqlite:${join(dir, 'h.db')}`,
+      '--api-key', 'test-key-0123456789abcdef', '--config', fifo], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    proc.stderr.on('data', (d) => { err += d; });
+    const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+    // opened for writing once hookd has opened it to read its configuration: it reads it now
+    const w = await withTimeout(fsp.open(fifo, 'w'), 20000, 'hookd opening its --config file');
+    proc.kill('SIGTERM');
+    await w.write('log-level = info\n');
+    await w.close();
+    const r = await withTimeout(exited, 30000, 'hookd exiting');
+    assert.deepEqual(r, { code: 0, signal: null }, err.slice(-2000));
+    // (taken at the start's first point that asks: while it migrates the new store, say)
+    assert.match(err, /"msg":"shutdown.complete","exit":0/, 'stopped on the SIGTERM, as a stop');
   });
 
   it('a store file others may read (made by an older hookd, restored under umask 022) is said at start; a 0600 one is not', { skip: SQLITE_ONLY }, async () => {
