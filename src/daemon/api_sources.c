@@ -917,12 +917,13 @@ void hookd_api_source_create(hookd_req *r, hookd_app *app) {
     const char *bad = hookd_generic_parse(gen, &g);
     /* header names a request can carry (checked here, not when stored sources are loaded: one
      * made before this check keeps working as it did) */
-    if (!bad && (!hookd_in_header_name_valid(g.header) ||
-                 (g.id_header && *g.id_header && !hookd_in_header_name_valid(g.id_header)) ||
-                 (g.timestamp_header && *g.timestamp_header &&
-                  !hookd_in_header_name_valid(g.timestamp_header))))
-      bad = "generic.header, generic.id_header and generic.timestamp_header must be header "
-            "names (HTTP tokens)";
+    if (!bad && !hookd_in_header_name_valid(g.header))
+      bad = "generic.header must be a header name (an HTTP token)";
+    else if (!bad && g.id_header && *g.id_header && !hookd_in_header_name_valid(g.id_header))
+      bad = "generic.id_header must be a header name (an HTTP token)";
+    else if (!bad && g.timestamp_header && *g.timestamp_header &&
+             !hookd_in_header_name_valid(g.timestamp_header))
+      bad = "generic.timestamp_header must be a header name (an HTTP token)";
     if (!bad) bad = generic_sane(&g);
     int unfit = g.mode == HOOKD_GENERIC_HMAC ? -1 : op->cred_unfit[g.mode == HOOKD_GENERIC_BASIC];
     if (bad) {

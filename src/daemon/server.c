@@ -756,6 +756,11 @@ static void body_handle(hookd_server *srv, hookd_req *r);
 #define HTTP_POOL_BYTES(max_head) ((size_t)((max_head) ? (max_head) : 32768) + HOOKD_HTTP_HEAD_ROOM)
 #define HTTP_ENTRY_BYTES 64
 #define HTTP_ANSWER_ROOM 1024
+static void path_too_long(hookd_req *r) {
+  hookd_req_error(r, 414, "uri_too_long", "request path longer than %zu bytes",
+                  r->srv->cfg.max_url_len);
+}
+
 static bool head_leaves_room(const hookd_server *srv, struct MHD_Connection *conn, bool body,
                              size_t *head, int *entries) {
   const union MHD_ConnectionInfo *hs =
@@ -796,12 +801,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     MHD_get_connection_values_n(conn, MHD_HEADER_KIND, scan_header, &h);
     size_t head_bytes;
     int entries;
+    /* a head too large for its path's length alone is refused for its path (414, as a long
+     * path's is whatever the head's size: not 414, 431 or libmicrohttpd's page by the size) */
+    bool long_path = srv->cfg.max_url_len && strlen(url) > srv->cfg.max_url_len;
     if (!head_leaves_room(srv, conn, h.content_length || h.transfer_encoding, &head_bytes,
                           &entries)) {
-      hookd_req_error(r, 431, "headers_too_large",
-                      "request head of %zu bytes with %d headers and query arguments leaves no "
-                      "room for the answer in a connection's memory (--max-header-bytes)",
-                      head_bytes, entries);
+      if (long_path) path_too_long(r);
+      else
+        hookd_req_error(r, 431, "headers_too_large",
+                        "request head of %zu bytes with %d headers and query arguments leaves "
+                        "no room for the answer in a connection's memory (--max-header-bytes)",
+                        head_bytes, entries);
       return answer_mid_body(r);
     }
     /* first: an answer to a request whose framing a proxy may read otherwise closes the
@@ -829,10 +839,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     const union MHD_ConnectionInfo *hs =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
     if (srv->cfg.max_head_bytes && hs && hs->header_size > srv->cfg.max_head_bytes) {
-      hookd_req_error(r, 431, "headers_too_large",
-                      "request head of %zu bytes exceeds the limit of %zu bytes "
-                      "(--max-header-bytes)",
-                      hs->header_size, srv->cfg.max_head_bytes);
+      if (long_path) path_too_long(r);
+      else
+        hookd_req_error(r, 431, "headers_too_large",
+                        "request head of %zu bytes exceeds the limit of %zu bytes "
+                        "(--max-header-bytes)",
+                        hs->header_size, srv->cfg.max_head_bytes);
       return queue_close(r);
     }
     if (srv->cfg.max_headers && h.headers > srv->cfg.max_headers) {
@@ -853,9 +865,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
       hookd_req_error(r, 404, "not_found", "no such resource (an encoded '/' in the path)");
       return queue(r);
     }
-    if (srv->cfg.max_url_len && strlen(url) > srv->cfg.max_url_len) {
-      hookd_req_error(r, 414, "uri_too_long", "request path longer than %zu bytes",
-                      srv->cfg.max_url_len);
+    if (long_path) {
+      path_too_long(r);
       return queue(r);
     }
     const char *twice = repeated_header(&h);
