@@ -1289,6 +1289,7 @@ static bool record_retry_later(hookd_dispatcher *d, item *it) {
   /* (an outcome is not given up after its tries: a PostgreSQL failover takes 10-60 s) */
   if (!d->stop_ms && !until_it_lands && it->record_tries >= RECORD_TRIES) return false;
   if (!it->out.failed_write_ms) it->out.failed_write_ms = now;
+  d->write_failed_ms = hookd_mono_ms();
   it->record_tries++;
   it->retry_ms = now + delay;
   it->retry_next = d->record_retry;
@@ -1424,6 +1425,7 @@ static void store_writes_again(hookd_dispatcher *d, int rc) {
    * hurry back N ms — a review) */
   if ((rc != 0 && rc != HOOKD_STORE_STALE) || !d->record_retry) return;
   int64_t mono = hookd_mono_ms(); /* (only with outcomes waiting: not at every write) */
+  d->write_landed_ms = mono;
   if (d->retries_hurried_ms && mono - d->retries_hurried_ms < 1000) return;
   d->retries_hurried_ms = mono;
   int64_t now = disp_now(d);
@@ -2164,6 +2166,30 @@ static void update_counts(hookd_dispatcher *d) {
 /* Whether this node may claim and sweep leases: its stored leases moved by every step of its
  * clock so far, and, on a shared store, its clock checked against the database's and found
  * within the bound (docs/postgres.md "The clock guard"). */
+/* Claims wait while an outcome of this node's waits to be written and its delivery's lease has
+ * lapsed (or is about to): claimed again first, the delivery was sent again though its answer
+ * was here (a review: 15 of 15 sent twice after a database restart of 25 s, past their 20 s
+ * leases). The waiting outcomes are written first instead — the loop submits them before the
+ * claims, and the writer takes ops in order — and they settle the sweep's reclaim of their
+ * lapsed lease as if it were theirs still (the store's late outcome). Bounded: with the store
+ * taking writes again, an outcome that still waits (failing for its own reason) holds claims at
+ * most OUTCOME_HOLD_MS. Another node's claim is not held by this (docs/postgres.md "Failure
+ * windows"). */
+#define OUTCOME_HOLD_MS 10000
+static bool outcomes_hold_claims(hookd_dispatcher *d, int64_t now) {
+  bool lapsing = false;
+  for (item *w = d->record_retry; w && !lapsing; w = w->retry_next)
+    lapsing = w->recording && w->c.d.leased_until_ms <= now + 1000;
+  if (!lapsing) {
+    d->claims_held_ms = 0;
+    return false;
+  }
+  if (d->write_landed_ms <= d->write_failed_ms) return true; /* the store still failing */
+  int64_t mono = hookd_mono_ms();
+  if (!d->claims_held_ms) d->claims_held_ms = mono;
+  return mono - d->claims_held_ms < OUTCOME_HOLD_MS;
+}
+
 static bool leases_current(const hookd_dispatcher *d) {
   if (d->lease_move_pending) return false;
   return !d->cfg.shared_store || (d->clock_checked && !d->clock_skewed);
@@ -2316,9 +2342,12 @@ static void *thread_main(void *arg) {
       d->stats.claims_held = !current;
       pthread_mutex_unlock(&d->mu);
     }
+    /* outcomes whose time has come go before this pass's claims (outcomes_hold_claims) */
+    int64_t retry_in = record_retry_due(d, now, stopping);
+    bool claims_ok = current && !(d->record_retry && outcomes_hold_claims(d, now));
     if (!stopping) {
       sched_wake(d, now);
-      if (current) sched_claim_due(d, now);
+      if (claims_ok) sched_claim_due(d, now);
       sched_dispatch(d, now);
       if (current && !d->sweeping && now >= d->next_sweep_ms) {
         submit_maintenance(d, MSG_SWEPT, now);
@@ -2338,8 +2367,13 @@ static void *thread_main(void *arg) {
       d->next_stats_ms = now + 200;
     }
     update_counts(d);
-    int64_t retry_in = record_retry_due(d, disp_now(d), stopping);
-    int64_t timeout = sched_next_timer(d, disp_now(d), current);
+    /* (claims held: their due times would wake the loop at once for ever; it wakes for the
+     * outcomes' retries, a write landing, or the hold's bound) */
+    int64_t timeout = sched_next_timer(d, disp_now(d), claims_ok);
+    if (current && !claims_ok && d->claims_held_ms) {
+      int64_t left = OUTCOME_HOLD_MS - (hookd_mono_ms() - d->claims_held_ms);
+      if (left < timeout) timeout = left;
+    }
     if (d->lease_move_pending && timeout > LEASE_MOVE_RETRY_MS) timeout = LEASE_MOVE_RETRY_MS;
     if (retry_in < timeout) timeout = retry_in;
     /* (claims held by the clock guard: the next rescan checks the clock again; the sweep's time,

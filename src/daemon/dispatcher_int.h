@@ -404,6 +404,10 @@ struct hookd_dispatcher {
   hookd_dispatcher_stats published; /* what update_counts last copied into stats */
   item *record_retry;         /* outcomes whose write failed, waiting to be written again */
   int64_t retries_hurried_ms; /* when a write that landed last brought those forward (mono) */
+  int64_t write_failed_ms;    /* when an outcome's write last failed (mono) */
+  int64_t write_landed_ms;    /* when a write of the dispatcher's last landed (mono) */
+  int64_t claims_held_ms;     /* since when a waiting outcome holds claims with the store taking
+                                 writes again (mono; 0: not so) */
   bool sweeping, rescanning;
   int64_t next_sweep_ms, next_rescan_ms;
   int64_t rescan_sent_ms;     /* when the last rescan was sent (the change feed's spacing) */

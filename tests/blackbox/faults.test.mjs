@@ -353,6 +353,35 @@ describe('durability', () => {
     cleanup();
   });
 
+  it('a 2xx whose outcome waits past its lease (the disk full) is written before this node claims the delivery again: sent once, one attempt', { skip: SQLITE_ONLY }, async () => {
+    const { dir, cleanup } = tempDir();
+    const disk = faultDisk(dir);
+    const h = await startHookd({ dir, env: disk.env, args: ['--lease-margin-ms', '1000'] });
+    const recv = await startReceiver(() => 'hang');
+    // lease: 2 × 1 s + 1 s; the answers come at once, inside the timeout
+    const { tenant } = await setup(h, recv.url, { timeout_ms: 1000 });
+    const ids = [];
+    for (let i = 0; i < 5; i++) ids.push((await publish(h, tenant, { type: 'a.b', payload: { i } })).json.id);
+    await recv.waitFor(5);
+    disk.fill(); // the outcomes of the answers cannot be written
+    recv.releaseHanging(200);
+    // the writes tried past the lease (the seventh try comes 6.3 s after the first); the sweep's
+    // reclaim of the lapsed lease fails too while the disk is full
+    await h.waitForLog((l) => l.msg === 'outcome.write_retry' && l.try >= 7, 20000, 'the write tried past the lease');
+    recv.behave = () => ({ status: 200 });
+    disk.free();
+    for (const id of ids) await waitDelivery(h, id, (ds) => ds[0]?.state === 'delivered', `${id} delivered`, 20000);
+    const sent = new Map();
+    for (const q of recv.requests) sent.set(q.headers['webhook-id'], (sent.get(q.headers['webhook-id']) ?? 0) + 1);
+    assert.deepEqual([...sent.values()].filter((n) => n > 1), [], `each sent once: ${JSON.stringify([...sent])}`);
+    const [first] = await waitDelivery(h, recv.requests[0].headers['webhook-id'], (ds) => ds.length === 1);
+    assert.equal((await getDelivery(h, first.id)).attempts.length, 1, 'one attempt');
+    assert.ok(!h.logs.some((l) => l.msg === 'outcome.superseded'), 'no late outcome appended');
+    assert.equal((await h.stop()).code, 0);
+    await recv.close();
+    cleanup();
+  });
+
   it('an outcome whose write fails (another process holds the store\'s write lock): written again, not sent again', { skip: SQLITE_ONLY }, async () => {
     const h = await startHookd({ args: ['--lease-margin-ms', '1000'] });
     const r = await startReceiver(() => 'hang');
