@@ -14,6 +14,7 @@ int hookd_cmd_serve(int argc, char **argv) {
   sigemptyset(&stop);
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGHUP); /* (a reload asked for meanwhile: done at the start, not a death) */
   pthread_sigmask(SIG_BLOCK, &stop, NULL);
   hookd_config cfg;
   hookd_config_defaults(&cfg);

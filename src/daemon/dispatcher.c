@@ -1289,7 +1289,7 @@ static bool record_retry_later(hookd_dispatcher *d, item *it) {
   /* (an outcome is not given up after its tries: a PostgreSQL failover takes 10-60 s) */
   if (!d->stop_ms && !until_it_lands && it->record_tries >= RECORD_TRIES) return false;
   if (!it->out.failed_write_ms) it->out.failed_write_ms = now;
-  d->write_failed_ms = hookd_mono_ms();
+  if (it->recording) d->write_failed_ms = hookd_mono_ms();
   it->record_tries++;
   it->retry_ms = now + delay;
   it->retry_next = d->record_retry;
@@ -1318,6 +1318,9 @@ static int64_t record_retry_due(hookd_dispatcher *d, int64_t now, bool stopping)
       *pp = it->retry_next;
       it->retry_next = NULL;
       it->ep->item_ops--; /* submit_item_op counts it again */
+      /* (an answer past its lease at the writer: claims wait for it, outcomes_hold_claims) */
+      it->hold_counted = it->recording && it->c.d.leased_until_ms <= now + 1000;
+      d->outcomes_out += it->hold_counted;
       submit_item_op(d, it, it->recording ? ITEM_RECORD : ITEM_RELEASE);
       continue;
     }
@@ -1437,6 +1440,8 @@ static void on_item_done(hookd_dispatcher *d, item *it, bool recorded) {
   ep *e = it->ep;
   hookd_outcome *o = &it->out;
   e->item_ops--;
+  d->outcomes_out -= it->hold_counted;
+  it->hold_counted = false;
   catch_up_steps(d, it);
   for (int k = 0; k < 2; k++) { /* the operational events it published go now */
     for (size_t i = 0; recorded && it->rc == 0 && i < it->ops[k].n_endpoints; i++) {
@@ -2163,33 +2168,50 @@ static void update_counts(hookd_dispatcher *d) {
   pthread_mutex_unlock(&d->mu);
 }
 
-/* Whether this node may claim and sweep leases: its stored leases moved by every step of its
- * clock so far, and, on a shared store, its clock checked against the database's and found
- * within the bound (docs/postgres.md "The clock guard"). */
 /* Claims wait while an outcome of this node's waits to be written and its delivery's lease has
  * lapsed (or is about to): claimed again first, the delivery was sent again though its answer
  * was here (a review: 15 of 15 sent twice after a database restart of 25 s, past their 20 s
  * leases). The waiting outcomes are written first instead — the loop submits them before the
- * claims, and the writer takes ops in order — and they settle the sweep's reclaim of their
- * lapsed lease as if it were theirs still (the store's late outcome). Bounded: with the store
- * taking writes again, an outcome that still waits (failing for its own reason) holds claims at
- * most OUTCOME_HOLD_MS. Another node's claim is not held by this (docs/postgres.md "Failure
- * windows"). */
+ * claims, the writer takes ops in order, and claims wait too while such an outcome is at the
+ * writer (it may fail there alone, a claim behind it committing: a review) — and they settle the
+ * sweep's reclaim of their lapsed lease as if it were theirs still (the store's late outcome).
+ * Bounded: once the store has taken a write, OUTCOME_HOLD_MS at most, and then not again until
+ * every such outcome is written (one failing for a reason of its own no longer holds them).
+ * Another node's claim is not held by this (docs/postgres.md "Failure windows"). Returns 0 when
+ * claims may go, else the ms after which to look again (at least 1: the loop never spins). */
 #define OUTCOME_HOLD_MS 10000
-static bool outcomes_hold_claims(hookd_dispatcher *d, int64_t now) {
-  bool lapsing = false;
+static int64_t outcomes_hold_claims(hookd_dispatcher *d, int64_t now) {
+  bool lapsing = d->outcomes_out > 0;
   for (item *w = d->record_retry; w && !lapsing; w = w->retry_next)
     lapsing = w->recording && w->c.d.leased_until_ms <= now + 1000;
-  if (!lapsing) {
-    d->claims_held_ms = 0;
-    return false;
-  }
-  if (d->write_landed_ms <= d->write_failed_ms) return true; /* the store still failing */
   int64_t mono = hookd_mono_ms();
-  if (!d->claims_held_ms) d->claims_held_ms = mono;
-  return mono - d->claims_held_ms < OUTCOME_HOLD_MS;
+  if (!lapsing) {
+    if (d->claims_held_since_ms)
+      HLOG(HOOKD_LOG_INFO, "claims.resumed", KV_I("held_ms", mono - d->claims_held_since_ms));
+    d->claims_held_since_ms = d->claims_held_ms = 0;
+    d->claims_hold_over = false;
+    return 0;
+  }
+  if (d->claims_hold_over) return 0;
+  if (!d->claims_held_since_ms) {
+    d->claims_held_since_ms = mono;
+    HLOG(HOOKD_LOG_INFO, "claims.held",
+         KV_S("reason", "answers waiting to be written past their leases go first"));
+  }
+  /* the bound starts when the store takes a write again */
+  if (!d->claims_held_ms && d->write_landed_ms > d->write_failed_ms) d->claims_held_ms = mono;
+  if (!d->claims_held_ms) return 1000; /* (the outcomes' retries and the landings wake it too) */
+  int64_t left = OUTCOME_HOLD_MS - (mono - d->claims_held_ms);
+  if (left > 0) return left;
+  d->claims_hold_over = true;
+  HLOG(HOOKD_LOG_WARN, "claims.hold_ended",
+       KV_S("reason", "answers still not written 10 s after the store took writes again"));
+  return 0;
 }
 
+/* Whether this node may claim and sweep leases: its stored leases moved by every step of its
+ * clock so far, and, on a shared store, its clock checked against the database's and found
+ * within the bound (docs/postgres.md "The clock guard"). */
 static bool leases_current(const hookd_dispatcher *d) {
   if (d->lease_move_pending) return false;
   return !d->cfg.shared_store || (d->clock_checked && !d->clock_skewed);
@@ -2344,7 +2366,8 @@ static void *thread_main(void *arg) {
     }
     /* outcomes whose time has come go before this pass's claims (outcomes_hold_claims) */
     int64_t retry_in = record_retry_due(d, now, stopping);
-    bool claims_ok = current && !(d->record_retry && outcomes_hold_claims(d, now));
+    int64_t hold = stopping ? 0 : outcomes_hold_claims(d, now);
+    bool claims_ok = current && !hold;
     if (!stopping) {
       sched_wake(d, now);
       if (claims_ok) sched_claim_due(d, now);
@@ -2370,10 +2393,7 @@ static void *thread_main(void *arg) {
     /* (claims held: their due times would wake the loop at once for ever; it wakes for the
      * outcomes' retries, a write landing, or the hold's bound) */
     int64_t timeout = sched_next_timer(d, disp_now(d), claims_ok);
-    if (current && !claims_ok && d->claims_held_ms) {
-      int64_t left = OUTCOME_HOLD_MS - (hookd_mono_ms() - d->claims_held_ms);
-      if (left < timeout) timeout = left;
-    }
+    if (current && hold && hold < timeout) timeout = hold;
     if (d->lease_move_pending && timeout > LEASE_MOVE_RETRY_MS) timeout = LEASE_MOVE_RETRY_MS;
     if (retry_in < timeout) timeout = retry_in;
     /* (claims held by the clock guard: the next rescan checks the clock again; the sweep's time,

@@ -133,6 +133,7 @@ typedef struct item {
   hookd_store_op op;          /* record, release or the send mark */
   msg done;                   /* posted back when op completes (no allocation) */
   bool recording;
+  bool hold_counted;          /* counted in outcomes_out while its write is at the writer */
   bool marking;               /* op is the send mark; counted in flight meanwhile */
   bool marked;                /* the send mark of its lease is committed: it may go out */
   bool mark_written;          /* the send mark is committed, sent or not (its release must land:
@@ -408,6 +409,9 @@ struct hookd_dispatcher {
   int64_t write_landed_ms;    /* when a write of the dispatcher's last landed (mono) */
   int64_t claims_held_ms;     /* since when a waiting outcome holds claims with the store taking
                                  writes again (mono; 0: not so) */
+  int64_t claims_held_since_ms; /* since when claims are held for waiting outcomes (mono) */
+  bool claims_hold_over;      /* the hold's bound passed: not again until those are written */
+  int outcomes_out;           /* answers past their leases at the writer, written again */
   bool sweeping, rescanning;
   int64_t next_sweep_ms, next_rescan_ms;
   int64_t rescan_sent_ms;     /* when the last rescan was sent (the change feed's spacing) */

@@ -770,11 +770,14 @@ static bool head_leaves_room(const hookd_server *srv, struct MHD_Connection *con
   *head = hs ? hs->header_size : 0;
   if (!hs || *entries < 0) return true;
   size_t pool = HTTP_POOL_BYTES(srv->cfg.max_head_bytes);
+  /* (a Cookie header's value is copied into the pool whole, to be split into its cookies) */
+  const char *cookie = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Cookie");
+  size_t copies = cookie ? strlen(cookie) + 1 + 16 : 0;
   /* the read buffer: cut back to the head once a head without a body is in; with a body to
    * come, as libmicrohttpd first made it (half the pool) or larger, holding the body's first
    * bytes while the answer at its head is made */
   size_t read_buf = body && *head < pool / 2 ? pool / 2 : *head;
-  return read_buf + (size_t)*entries * HTTP_ENTRY_BYTES + HTTP_ANSWER_ROOM <= pool;
+  return read_buf + copies + (size_t)*entries * HTTP_ENTRY_BYTES + HTTP_ANSWER_ROOM <= pool;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -804,8 +807,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     /* a head too large for its path's length alone is refused for its path (414, as a long
      * path's is whatever the head's size: not 414, 431 or libmicrohttpd's page by the size) */
     bool long_path = srv->cfg.max_url_len && strlen(url) > srv->cfg.max_url_len;
-    if (!head_leaves_room(srv, conn, h.content_length || h.transfer_encoding, &head_bytes,
-                          &entries)) {
+    const char *clen = h.content_length ? MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                                     "Content-Length")
+                                      : NULL;
+    bool body = h.transfer_encoding || (clen && strcmp(clen, "0") != 0);
+    if (!head_leaves_room(srv, conn, body, &head_bytes, &entries)) {
       if (long_path) path_too_long(r);
       else
         hookd_req_error(r, 431, "headers_too_large",

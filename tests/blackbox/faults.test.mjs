@@ -377,6 +377,9 @@ describe('durability', () => {
     const [first] = await waitDelivery(h, recv.requests[0].headers['webhook-id'], (ds) => ds.length === 1);
     assert.equal((await getDelivery(h, first.id)).attempts.length, 1, 'one attempt');
     assert.ok(!h.logs.some((l) => l.msg === 'outcome.superseded'), 'no late outcome appended');
+    // the hold said, and its end
+    await h.waitForLog((l) => l.msg === 'claims.held', 5000, 'claims.held logged');
+    await h.waitForLog((l) => l.msg === 'claims.resumed' && l.held_ms > 0, 5000, 'claims.resumed logged');
     assert.equal((await h.stop()).code, 0);
     await recv.close();
     cleanup();
