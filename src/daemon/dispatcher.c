@@ -2184,15 +2184,16 @@ static int64_t outcomes_hold_claims(hookd_dispatcher *d, int64_t now) {
   bool lapsing = d->outcomes_out > 0;
   for (item *w = d->record_retry; w && !lapsing; w = w->retry_next)
     lapsing = w->recording && w->c.d.leased_until_ms <= now + 1000;
-  int64_t mono = hookd_mono_ms();
-  if (!lapsing) {
+  if (!lapsing) { /* (the clock read only when a hold ends: not at every pass) */
     if (d->claims_held_since_ms)
-      HLOG(HOOKD_LOG_INFO, "claims.resumed", KV_I("held_ms", mono - d->claims_held_since_ms));
+      HLOG(HOOKD_LOG_INFO, "claims.resumed",
+           KV_I("held_ms", hookd_mono_ms() - d->claims_held_since_ms));
     d->claims_held_since_ms = d->claims_held_ms = 0;
     d->claims_hold_over = false;
     return 0;
   }
   if (d->claims_hold_over) return 0;
+  int64_t mono = hookd_mono_ms();
   if (!d->claims_held_since_ms) {
     d->claims_held_since_ms = mono;
     HLOG(HOOKD_LOG_INFO, "claims.held",
