@@ -505,6 +505,8 @@ static const char *const single_headers[] = {"Authorization", "Idempotency-Key",
 
 typedef struct head_scan {
   int headers, content_length, transfer_encoding;
+  bool body_length;    /* a Content-Length other than "0" */
+  size_t cookie_bytes; /* Cookie values, as libmicrohttpd copies them to split (head_leaves_room) */
   bool chunked; /* the last Transfer-Encoding is exactly "chunked" */
   bool bad_name, bad_value, folded;
   int single[N_SINGLE];
@@ -554,8 +556,10 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
   if (folded_header(key, key_size, value)) h->folded = true;
   if (!strcasecmp(key, "Content-Length")) {
     h->content_length++;
+    if (value && strcmp(value, "0") != 0) h->body_length = true;
     return MHD_YES;
   }
+  if (!strcasecmp(key, "Cookie")) h->cookie_bytes += value_size + 1 + 16;
   if (!strcasecmp(key, "Transfer-Encoding")) {
     /* as libmicrohttpd read it, untrimmed: "chunked " is no chunked to it (it reads the body
      * until the connection closes), and a proxy trimming it would frame the body otherwise */
@@ -761,8 +765,8 @@ static void path_too_long(hookd_req *r) {
                   r->srv->cfg.max_url_len);
 }
 
-static bool head_leaves_room(const hookd_server *srv, struct MHD_Connection *conn, bool body,
-                             size_t *head, int *entries) {
+static bool head_leaves_room(const hookd_server *srv, struct MHD_Connection *conn,
+                             const head_scan *h, size_t *head, int *entries) {
   const union MHD_ConnectionInfo *hs =
       MHD_get_connection_info(conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
   *entries = MHD_get_connection_values(
@@ -770,14 +774,13 @@ static bool head_leaves_room(const hookd_server *srv, struct MHD_Connection *con
   *head = hs ? hs->header_size : 0;
   if (!hs || *entries < 0) return true;
   size_t pool = HTTP_POOL_BYTES(srv->cfg.max_head_bytes);
-  /* (a Cookie header's value is copied into the pool whole, to be split into its cookies) */
-  const char *cookie = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Cookie");
-  size_t copies = cookie ? strlen(cookie) + 1 + 16 : 0;
+  bool body = h->transfer_encoding || h->body_length;
   /* the read buffer: cut back to the head once a head without a body is in; with a body to
    * come, as libmicrohttpd first made it (half the pool) or larger, holding the body's first
    * bytes while the answer at its head is made */
   size_t read_buf = body && *head < pool / 2 ? pool / 2 : *head;
-  return read_buf + copies + (size_t)*entries * HTTP_ENTRY_BYTES + HTTP_ANSWER_ROOM <= pool;
+  return read_buf + h->cookie_bytes + (size_t)*entries * HTTP_ENTRY_BYTES + HTTP_ANSWER_ROOM <=
+         pool;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -807,11 +810,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     /* a head too large for its path's length alone is refused for its path (414, as a long
      * path's is whatever the head's size: not 414, 431 or libmicrohttpd's page by the size) */
     bool long_path = srv->cfg.max_url_len && strlen(url) > srv->cfg.max_url_len;
-    const char *clen = h.content_length ? MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                                     "Content-Length")
-                                      : NULL;
-    bool body = h.transfer_encoding || (clen && strcmp(clen, "0") != 0);
-    if (!head_leaves_room(srv, conn, body, &head_bytes, &entries)) {
+    if (!head_leaves_room(srv, conn, &h, &head_bytes, &entries)) {
       if (long_path) path_too_long(r);
       else
         hookd_req_error(r, 431, "headers_too_large",

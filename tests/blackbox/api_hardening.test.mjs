@@ -1209,6 +1209,11 @@ describe('request heads that fill a connection\'s memory', () => {
     const many = (n) => Array.from({ length: n }, (_, i) => `X-H${i}: v\r\n`).join('');
     for (let n = 90; n <= 170; n += 2) await create(`${n} headers before a body of 64 KiB`, many(n), 65536);
     for (let n = 60; n <= 90; n++) await create(`${n} headers in a head of 15 KiB`, `X-Pad: ${'p'.repeat(14000)}\r\n${many(n)}`, 0);
+    // a Cookie's value is copied whole into the memory, to be split into its cookies
+    for (let n = 4000; n <= 9000; n += 100) {
+      await answered(`a Cookie of ${n} bytes beside a 6 KiB header and 40 more`, `GET /healthz HTTP/1.1\r\nHost: hookd\r\n`
+        + `X-Pad: ${'p'.repeat(6000)}\r\n${many(40)}Cookie: a=${'c'.repeat(n)}\r\nConnection: close\r\n\r\n`);
+    }
     assert.equal((await create('a plain create', '', 0)).status, 201);
     assert.equal((await h.stop()).code, 0);
   });
