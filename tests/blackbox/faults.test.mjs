@@ -358,10 +358,12 @@ describe('durability', () => {
     const disk = faultDisk(dir);
     const h = await startHookd({ dir, env: disk.env, args: ['--lease-margin-ms', '1000'] });
     const recv = await startReceiver(() => 'hang');
-    // lease: 2 × 1 s + 1 s; the answers come at once, inside the timeout
-    const { tenant } = await setup(h, recv.url, { timeout_ms: 1000 });
-    const ids = [];
-    for (let i = 0; i < 5; i++) ids.push((await publish(h, tenant, { type: 'a.b', payload: { i } })).json.id);
+    // lease: 2 × 2 s + 1 s; the answers come at once, inside the timeout (2 s: on a loaded
+    // machine the five requests go out over a while, and a first one timed out before the
+    // answers were let go is a failure sent again, not what this test is about)
+    const { tenant } = await setup(h, recv.url, { timeout_ms: 2000 });
+    const ids = (await Promise.all(Array.from({ length: 5 },
+      (_, i) => publish(h, tenant, { type: 'a.b', payload: { i } })))).map((p) => p.json.id);
     await recv.waitFor(5);
     disk.fill(); // the outcomes of the answers cannot be written
     recv.releaseHanging(200);
