@@ -47,7 +47,7 @@ int hookd_in_verify_discord(const hookd_in_request *req, const hookd_in_secrets 
   if (req->body_len > SIZE_MAX - tslen - 1)
     return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "discord: body too large");
   unsigned char *msg = malloc(tslen + req->body_len + 1);
-  if (!msg) return hookd_in_result(out, HOOKD_VERIFY_MISMATCH, "discord: out of memory");
+  if (!msg) return hookd_in_result(out, HOOKD_VERIFY_INTERNAL, "discord: out of memory");
   memcpy(msg, ts, tslen);
   if (req->body_len) memcpy(msg + tslen, req->body, req->body_len);
 

@@ -64,7 +64,7 @@ int hookd_in_form_parse(const char *s, size_t len, hookd_in_form *out) {
   out->kv = calloc(pairs, sizeof *out->kv);
   if (!out->mem || !out->kv) {
     hookd_in_form_free(out);
-    return -1;
+    return HOOKD_IN_FORM_NOMEM;
   }
   char *w = out->mem;
   size_t start = 0;

@@ -115,6 +115,8 @@ int hookd_in_verify_standard(const hookd_in_request *req, const hookd_in_secrets
     rc = rc_h;
   else if (rc_a == HOOKD_VERIFY_STALE || rc_a == HOOKD_VERIFY_FUTURE)
     rc = rc_a;
+  else if (rc_h == HOOKD_VERIFY_INTERNAL || rc_a == HOOKD_VERIFY_INTERNAL)
+    rc = HOOKD_VERIFY_INTERNAL; /* a key not checked: not a mismatch */
   else if (rc_h == HOOKD_VERIFY_MISMATCH || rc_a == HOOKD_VERIFY_MISMATCH)
     rc = HOOKD_VERIFY_MISMATCH;
   else
@@ -125,6 +127,7 @@ int hookd_in_verify_standard(const hookd_in_request *req, const hookd_in_secrets
   case HOOKD_VERIFY_FUTURE: return hookd_in_result(out, rc, "standard: timestamp in the future");
   case HOOKD_VERIFY_MALFORMED:
     return hookd_in_result(out, rc, "standard: malformed headers or no v1/v1a signature");
+  case HOOKD_VERIFY_INTERNAL: return hookd_in_result(out, rc, "standard: out of memory");
   default: return hookd_in_result(out, HOOKD_VERIFY_MISMATCH, "standard: no signature matches");
   }
 }
@@ -449,7 +452,9 @@ static int verify_credential(const hookd_in_request *req, const hookd_in_secrets
   if (!n) return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "generic: empty credential");
   bool match;
   if (basic) {
-    unsigned char *plain = n % 4 == 0 ? malloc(3 * (n / 4) + 1) : NULL;
+    unsigned char *plain = NULL;
+    if (n % 4 == 0 && !(plain = malloc(3 * (n / 4) + 1)))
+      return hookd_in_result(out, HOOKD_VERIFY_INTERNAL, "generic: out of memory");
     long m = plain ? hookd_b64_decode(h, n, plain) : -1;
     if (m <= 0 || !memchr(plain, ':', (size_t)m)) {
       free(plain);

@@ -52,9 +52,10 @@ typedef struct hookd_in_form {
 
 /* Parses "a=1&b=2" with percent-decoding and '+' as space. Pairs with an empty name are
  * left out of kv and counted in empty_names; empty pairs ("a=1&&b=2") are left out and counted
- * in empty_pairs. Returns 0,
- * or -1 when s is longer than HOOKD_IN_MAX_FORM, has more than HOOKD_IN_MAX_PAIRS pairs, a bad
- * percent escape, or memory runs out. */
+ * in empty_pairs. Returns 0, -1 when s is longer than HOOKD_IN_MAX_FORM, has more than
+ * HOOKD_IN_MAX_PAIRS pairs or a bad percent escape, or HOOKD_IN_FORM_NOMEM when memory runs out
+ * (hookd's failure, not the request's). */
+#define HOOKD_IN_FORM_NOMEM (-2)
 int hookd_in_form_parse(const char *s, size_t len, hookd_in_form *out);
 void hookd_in_form_free(hookd_in_form *f);
 /* First pair with this exact name, or NULL. */

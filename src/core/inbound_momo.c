@@ -46,7 +46,10 @@ static const char *shape_error(json_t *root) {
   return NULL;
 }
 
-/* Appends a field's value as MoMo writes it; -1 for a value that is not a string or number. */
+#define NOT_SCALAR (-3) /* (apart from the buffer's HOOKD_BUF_NOMEM and _TOOBIG) */
+
+/* Appends a field's value as MoMo writes it: a hookd_buf code, or NOT_SCALAR for a value that is
+ * not a string or number. */
 static int append_value(hookd_buf *b, const json_t *v) {
   char num[32];
   if (!v || json_is_null(v)) return 0;
@@ -54,11 +57,11 @@ static int append_value(hookd_buf *b, const json_t *v) {
   if (json_is_integer(v))
     return hookd_buf_printf(b, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
   if (json_is_real(v)) {
-    if (!isfinite(json_real_value(v))) return -1;
+    if (!isfinite(json_real_value(v))) return NOT_SCALAR;
     hookd_jcs_number(json_real_value(v), num);
     return hookd_buf_puts(b, num);
   }
-  return -1;
+  return NOT_SCALAR;
 }
 
 int hookd_in_verify_momo(const hookd_in_request *req, const hookd_in_secrets *s,
@@ -67,6 +70,8 @@ int hookd_in_verify_momo(const hookd_in_request *req, const hookd_in_secrets *s,
   char err[HOOKD_JSON_ERR_MAX];
   hookd_json_limits lim = {.max_depth = 32};
   json_t *root = hookd_json_parse_fields(req->body, req->body_len, &lim, err);
+  if (!root && hookd_json_out_of_memory(err))
+    return hookd_in_result(out, HOOKD_VERIFY_INTERNAL, "momo: out of memory");
   if (!root || !json_is_object(root)) {
     /* jansson's message may quote the body: the reason (logged) names the problem only */
     const char *why = root                                  ? "momo: body is not a JSON object"
@@ -97,9 +102,11 @@ int hookd_in_verify_momo(const hookd_in_request *req, const hookd_in_secrets *s,
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
     int brc = hookd_buf_printf(&tail, "&%s=", fields[i]);
     if (!brc) brc = append_value(&tail, json_object_get(root, fields[i]));
-    if (brc) {
-      reason =
-          brc == -1 ? "momo: a signed field is not a string or number" : "momo: body too large";
+    if (brc) { /* hookd's own failure (out of memory) is not the request's */
+      rc = brc == HOOKD_BUF_NOMEM ? HOOKD_VERIFY_INTERNAL : HOOKD_VERIFY_MALFORMED;
+      reason = brc == NOT_SCALAR       ? "momo: a signed field is not a string or number"
+               : brc == HOOKD_BUF_NOMEM ? "momo: out of memory"
+                                        : "momo: body too large";
       goto done;
     }
   }

@@ -161,7 +161,8 @@ static int legacy_form(const char *url, size_t url_len, hookd_buf *out) {
   if (!q || (size_t)(q - url) + 1 == url_len) return 0;
   size_t qat = (size_t)(q - url) + 1;
   hookd_in_form f;
-  if (hookd_in_form_parse(url + qat, url_len - qat, &f) != 0) return 0;
+  int frc = hookd_in_form_parse(url + qat, url_len - qat, &f);
+  if (frc) return frc == HOOKD_IN_FORM_NOMEM ? -1 : 0;
   bool valid = !f.empty_names; /* and text Node decodes as UTF-8 */
   for (size_t i = 0; i < f.n && valid; i++)
     valid = utf8_text(f.kv[i].k, f.kv[i].klen) && utf8_text(f.kv[i].v, f.kv[i].vlen);
@@ -234,7 +235,7 @@ int hookd_in_verify_twilio(const hookd_in_request *req, const hookd_in_secrets *
   if (full_len > HOOKD_IN_MAX_URL)
     return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "twilio: URL too long");
   char *url = malloc(full_len + 1);
-  if (!url) return hookd_in_result(out, HOOKD_VERIFY_MISMATCH, "twilio: out of memory");
+  if (!url) return hookd_in_result(out, HOOKD_VERIFY_INTERNAL, "twilio: out of memory");
   memcpy(url, req->url, url_len);
   if (add_query) {
     url[url_len] = '?';
@@ -252,9 +253,10 @@ int hookd_in_verify_twilio(const hookd_in_request *req, const hookd_in_secrets *
   const char *q = strchr(url, '?');
   if (q) {
     size_t qlen = strcspn(q + 1, "#");
-    if (hookd_in_form_parse(q + 1, qlen, &query) != 0) {
-      rc = HOOKD_VERIFY_MALFORMED;
-      reason = "twilio: malformed URL query";
+    int frc = hookd_in_form_parse(q + 1, qlen, &query);
+    if (frc) {
+      rc = frc == HOOKD_IN_FORM_NOMEM ? HOOKD_VERIFY_INTERNAL : HOOKD_VERIFY_MALFORMED;
+      reason = frc == HOOKD_IN_FORM_NOMEM ? "twilio: out of memory" : "twilio: malformed URL query";
       goto done;
     }
   }
@@ -278,9 +280,10 @@ int hookd_in_verify_twilio(const hookd_in_request *req, const hookd_in_secrets *
       reason = "twilio: a body that is not a form needs bodySHA256 in the URL";
       goto done;
     }
-    if (hookd_in_form_parse(req->body, req->body_len, &form) != 0) {
-      rc = HOOKD_VERIFY_MALFORMED;
-      reason = "twilio: malformed form body";
+    int frc = hookd_in_form_parse(req->body, req->body_len, &form);
+    if (frc) {
+      rc = frc == HOOKD_IN_FORM_NOMEM ? HOOKD_VERIFY_INTERNAL : HOOKD_VERIFY_MALFORMED;
+      reason = frc == HOOKD_IN_FORM_NOMEM ? "twilio: out of memory" : "twilio: malformed form body";
       goto done;
     }
     if (form.empty_names) { /* left out of the signed text, yet forwarded */
@@ -299,6 +302,7 @@ int hookd_in_verify_twilio(const hookd_in_request *req, const hookd_in_secrets *
   }
 
   if (make_variants(url, full_len, &uv) != 0) {
+    rc = HOOKD_VERIFY_INTERNAL;
     reason = "twilio: out of memory";
     goto done;
   }
@@ -315,6 +319,7 @@ int hookd_in_verify_twilio(const hookd_in_request *req, const hookd_in_secrets *
   parts = malloc((1 + 2 * form.n) * sizeof *parts);
   lens = malloc((1 + 2 * form.n) * sizeof *lens);
   if (!parts || !lens) {
+    rc = HOOKD_VERIFY_INTERNAL;
     reason = "twilio: out of memory";
     goto done;
   }

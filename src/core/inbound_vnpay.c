@@ -50,6 +50,7 @@ typedef struct vnp_query {
   hookd_in_form f;
   hookd_buf data;          /* the signed text, encoded as PHP does */
   bool other_flavours;     /* a signed value holds a character the encoders disagree on */
+  bool nomem;              /* a signed text could not be built: out of memory */
   const hookd_in_kv *hash; /* vnp_SecureHash */
   const hookd_in_kv *type; /* vnp_SecureHashType (not signed), or NULL */
 } vnp_query;
@@ -86,7 +87,9 @@ static const char *vnp_parse(const hookd_in_request *req, vnp_query *v) {
   size_t qlen = 0;
   const char *q = hookd_in_query(req, &qlen);
   if (!q || !qlen) return "vnpay: no query parameters";
-  if (hookd_in_form_parse(q, qlen, &v->f) != 0) return "vnpay: malformed query";
+  int frc = hookd_in_form_parse(q, qlen, &v->f);
+  v->nomem = frc == HOOKD_IN_FORM_NOMEM;
+  if (frc) return v->nomem ? "vnpay: out of memory" : "vnpay: malformed query";
   if (v->f.empty_names) return "vnpay: query parameter with an empty name";
   hookd_in_form_sort(&v->f);
   for (size_t i = 0; i < v->f.n; i++) {
@@ -113,7 +116,9 @@ static const char *vnp_parse(const hookd_in_request *req, vnp_query *v) {
       v->other_flavours = kv->v[j] && strchr(flavours[3], kv->v[j]);
   }
   if (!v->hash) return "vnpay: missing vnp_SecureHash";
-  return signed_text(v, PHP_FLAVOUR, &v->data) ? "vnpay: query too large" : NULL;
+  int rc = signed_text(v, PHP_FLAVOUR, &v->data);
+  v->nomem = rc == HOOKD_BUF_NOMEM;
+  return rc == HOOKD_BUF_NOMEM ? "vnpay: out of memory" : rc ? "vnpay: query too large" : NULL;
 }
 
 /* vnp_PayDate (yyyyMMddHHmmss, Vietnam's time: GMT+7, no daylight saving) as Unix seconds;
@@ -141,7 +146,10 @@ int hookd_in_verify_vnpay(const hookd_in_request *req, const hookd_in_secrets *s
   int rc = HOOKD_VERIFY_MALFORMED;
   const char *reason = vnp_parse(req, &v);
   unsigned char sig[64];
-  if (reason) goto done;
+  if (reason) {
+    if (v.nomem) rc = HOOKD_VERIFY_INTERNAL; /* hookd's failure: "99", VNPay retries */
+    goto done;
+  }
   if (hookd_hex_decode(v.hash->v, v.hash->vlen, sig, sizeof sig) != 0) {
     reason = "vnpay: malformed vnp_SecureHash";
     goto done;
@@ -152,7 +160,9 @@ int hookd_in_verify_vnpay(const hookd_in_request *req, const hookd_in_secrets *s
   for (size_t t = 0; t < n_texts; t++) {
     hookd_buf other;
     hookd_buf_init(&other, HOOKD_IN_MAX_FORM * 3);
-    if (t && signed_text(&v, flavours[t], &other) != 0) {
+    int trc = t ? signed_text(&v, flavours[t], &other) : 0;
+    if (trc) {
+      v.nomem |= trc == HOOKD_BUF_NOMEM;
       hookd_buf_free(&other);
       continue;
     }
@@ -166,8 +176,10 @@ int hookd_in_verify_vnpay(const hookd_in_request *req, const hookd_in_secrets *s
     hookd_buf_free(&other);
   }
   OPENSSL_cleanse(mac, sizeof mac);
-  rc = match ? HOOKD_VERIFY_OK : HOOKD_VERIFY_MISMATCH;
-  reason = match ? "vnpay: signature valid" : "vnpay: vnp_SecureHash does not match";
+  rc = match ? HOOKD_VERIFY_OK : v.nomem ? HOOKD_VERIFY_INTERNAL : HOOKD_VERIFY_MISMATCH;
+  reason = match     ? "vnpay: signature valid"
+           : v.nomem ? "vnpay: out of memory"
+                     : "vnpay: vnp_SecureHash does not match";
   int64_t paid_s;
   if (rc == HOOKD_VERIFY_OK && pay_date(hookd_in_form_get(&v.f, "vnp_PayDate"), &paid_s)) {
     out->timestamp_s = paid_s;

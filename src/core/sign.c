@@ -184,6 +184,7 @@ const char *hookd_verify_strerror(int rc) {
   case HOOKD_VERIFY_STALE: return "timestamp too old";
   case HOOKD_VERIFY_FUTURE: return "timestamp too far in the future";
   case HOOKD_VERIFY_MISMATCH: return "no matching signature";
+  case HOOKD_VERIFY_INTERNAL: return "out of memory";
   }
   return "unknown error";
 }
@@ -301,7 +302,7 @@ int hookd_verify_v1a_any(const char *const *whpks, size_t n, const char *msg_id,
   unsigned char *m = NULL;
   size_t mlen = 0;
   if (signed_input(msg_id, timestamp, body, body_len, &m, &mlen) != 0)
-    return HOOKD_VERIFY_MALFORMED;
+    return HOOKD_VERIFY_INTERNAL; /* out of memory: not the request's fault */
   bool any_key = false, match = false;
   for (size_t k = 0; k < n && !match; k++) {
     EVP_PKEY *key = ed_key(whpks[k], "whpk_", 0);

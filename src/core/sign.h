@@ -45,6 +45,7 @@ enum {
   HOOKD_VERIFY_STALE = -2,     /* timestamp older than tolerance */
   HOOKD_VERIFY_FUTURE = -3,    /* timestamp further ahead than tolerance */
   HOOKD_VERIFY_MISMATCH = -4,  /* no signature matches any key */
+  HOOKD_VERIFY_INTERNAL = -5,  /* hookd could not check (out of memory): not the request's fault */
 };
 
 /* Verifies a Standard Webhooks request. sig_header is the full webhook-signature value;

@@ -49,7 +49,7 @@ typedef struct recv_op {
   char alt_payload_hash[65]; /* VNPay: as hookd took it before (hookd_receive_req) */
   char object_key[65];
   char version[256];
-  char content_type[128];
+  char *content_type; /* the forward's: as received (heap) */
   bool has_ack;      /* the provider expects its own answer, not hookd's (hookd_in_stored_ack) */
   hookd_in_ack ack;
   hookd_buf body;
@@ -62,6 +62,7 @@ static void recv_cleanup(hookd_api_op *base) {
   hookd_receive_res_free(&op->rs);
   hookd_buf_free(&op->body);
   hookd_buf_free(&op->meta);
+  free(op->content_type);
 }
 
 /* Keeps printable ASCII only: values that become forwarded header lines. */
@@ -546,6 +547,16 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   hookd_verify_result vr;
   if (hookd_in_verify(p, &in, &secrets, rt->src.tolerance_s,
                       rt->has_generic ? &rt->generic : NULL, &vr) != HOOKD_VERIFY_OK) {
+    if (vr.rc == HOOKD_VERIFY_INTERNAL) { /* hookd's own failure, not the request's: retried */
+      if (p == HOOKD_PROVIDER_VNPAY)
+        hookd_req_reply_json(r, 200, json_pack("{s:s,s:s}", "RspCode", "99", "Message",
+                                               "Unknown error"));
+      else {
+        hookd_req_add_header(r, "Retry-After", "1");
+        hookd_req_error(r, 503, "unavailable", "out of memory");
+      }
+      goto done;
+    }
     hookd_reject_reason why = vr.rc == HOOKD_VERIFY_STALE    ? HOOKD_REJECT_TIMESTAMP_STALE
                               : vr.rc == HOOKD_VERIFY_FUTURE   ? HOOKD_REJECT_TIMESTAMP_FUTURE
                               : vr.rc == HOOKD_VERIFY_MISMATCH ? HOOKD_REJECT_SIGNATURE_MISMATCH
@@ -869,9 +880,14 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
   /* what the forward carries (the body is op->body, above) */
   hookd_buf_init(&op->meta, 32 * 1024);
   bool form_body = p == HOOKD_PROVIDER_VNPAY || query_body;
-  if (ct && !form_body) header_safe(ct, op->content_type, sizeof op->content_type);
-  else snprintf(op->content_type, sizeof op->content_type, "%s",
-                form_body ? "application/x-www-form-urlencoded" : "application/octet-stream");
+  /* as received, whole (a cut could end inside a quoted parameter); one with a byte outside
+   * printable ASCII (obs-text), without those bytes */
+  op->content_type =
+      strdup(ct && !form_body ? ct
+             : form_body      ? "application/x-www-form-urlencoded"
+                              : "application/octet-stream");
+  if (op->content_type && !value_forwardable(op->content_type))
+    header_safe(ct, op->content_type, strlen(op->content_type) + 1);
   int mrc = hookd_buf_printf(&op->meta, "hookd-provider: %s\nhookd-source-id: %s\n",
                              op->provider_name, op->source_id);
   if (!mrc && op->event_type[0])
@@ -898,7 +914,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
       op->meta.data[before] = '\0';
     }
   }
-  op->hash_failed |= mrc != 0; /* out of memory: 503, the provider retries */
+  op->hash_failed |= mrc != 0 || !op->content_type; /* out of memory: 503, the provider retries */
 
   op->rq = (hookd_receive_req){.inbox_id = op->inbox_id,
                                .source_id = op->source_id,

@@ -1108,6 +1108,19 @@ describe('verification', () => {
 });
 
 describe('forwarding', () => {
+  it('the forward carries the provider\'s Content-Type whole: a long one, its quoted parameter not cut', async () => {
+    const dest = await startReceiver();
+    const src = await source('github', ['gh-ct'], [{ url: dest.url }]);
+    const body = JSON.stringify({ zen: 'content type' });
+    // (before: cut at 127 bytes, inside the quotes)
+    const ct = `application/json; charset=utf-8; profile="https://schemas.example.com/webhooks/${'p'.repeat(300)}.json"`;
+    const r = await post(src, body, { ...sign.github(body, 'gh-ct', 'ct-1'), 'Content-Type': ct });
+    assert.equal(r.status, 200, r.text);
+    await waitStatus(src, r.json.inbox_id, 'completed');
+    assert.equal(dest.requests[0].headers['content-type'], ct);
+    await dest.close();
+  });
+
   it('a destination\'s custom headers go with every forward (a gateway in front of the handler); refused ones are named', async () => {
     const dest = await startReceiver((rec, i) => ({ status: i === 1 ? 503 : 200 }));
     const src = await source('stripe', ['whsec_hdr'], [{ url: dest.url, headers: { 'X-Api-Key': 'dst-key-1', 'X-Route': 'dest-route' } }]);

@@ -5,7 +5,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { HOOKD_BIN, faultClock, startHookd, setup, tempDir, waitUntil, waitDelivery, publish, getDelivery, withTimeout } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
@@ -306,9 +306,20 @@ test('a node stopped while its writer holds the lock holds the other nodes\' wri
     AND l.classid = 1752133476 AND l.objid = 2003986804`, [db])).rows[0]?.pid;
   try {
     let pid = null;
+    // every thread of a stopped (a stop takes a while to reach each thread of a loaded process:
+    // one caught idle in its transaction went on to commit, and b's publish did not wait)
+    const allStopped = () => {
+      const tasks = readdirSync(`/proc/${a.proc.pid}/task`);
+      return waitUntil(() => tasks.every((t) => {
+        try {
+          return /\) (\S) /.exec(readFileSync(`/proc/${a.proc.pid}/task/${t}/stat`, 'utf8'))[1] === 'T';
+        } catch { return true; } // (a thread gone)
+      }), { what: 'a stopped', timeout: 10000, interval: 1 });
+    };
     for (let k = 0; k < 400 && !pid; k++) {
       process.kill(a.proc.pid, 'SIGSTOP');
       stopped = true;
+      await allStopped();
       pid = await idleHolder();
       if (!pid) { process.kill(a.proc.pid, 'SIGCONT'); stopped = false; await new Promise((r) => setImmediate(r)); }
     }
@@ -324,7 +335,16 @@ test('a node stopped while its writer holds the lock holds the other nodes\' wri
     stopped = false;
     go = false;
     await Promise.all(load);
-    assert.equal((await publish(a, tenant, { type: 't.z', payload: {} })).status, 202, 'a writes again');
+    // a's batch fails when it resumes and its writer connects again: a publish meanwhile may be
+    // refused at once, 503 with Retry-After (the store unavailable), and is then taken (on a
+    // loaded machine the first publish after the resume can come before the new session)
+    const refused = [];
+    const again = await waitUntil(async () => {
+      const q = await publish(a, tenant, { type: 't.z', payload: {} });
+      if (q.status === 503 && q.headers.get('retry-after') && q.json?.error) { refused.push(q.json.error); return false; }
+      return q;
+    }, { timeout: 15000, what: 'a writes again' });
+    assert.equal(again.status, 202, `a writes again: ${again.text} (refused before: ${JSON.stringify(refused)})`);
   } finally {
     go = false;
     if (stopped) process.kill(a.proc.pid, 'SIGCONT');
