@@ -104,8 +104,8 @@ done:
 }
 
 int hookd_cmd_backup(int argc, char **argv) {
-  const char *to = NULL, *store = getenv("HOOKD_STORE");
-  if (store && !*store) store = NULL; /* (an empty one is unset, as for `hookd serve`) */
+  const char *to = NULL, *store = NULL, *env_store = getenv("HOOKD_STORE");
+  if (env_store && !*env_store) env_store = NULL; /* (an empty one is unset, as for `serve`) */
   for (int i = 0; i < argc; i++) {
     const char **slot = !strcmp(argv[i], "--to")      ? &to
                         : !strcmp(argv[i], "--store") ? &store
@@ -120,9 +120,18 @@ int hookd_cmd_backup(int argc, char **argv) {
       usage(stderr);
       return 2;
     }
+    /* given twice, the copy of the wrong store, or to the wrong file, would be said done */
+    if (*slot) {
+      fprintf(stderr, WHO ": %s given twice\n", argv[i]);
+      return 2;
+    }
     *slot = argv[++i];
   }
-  if (!store) store = "sqlite:hookd.db";
+  if (store && !*store) {
+    fprintf(stderr, WHO ": --store is empty\n");
+    return 2;
+  }
+  if (!store) store = env_store ? env_store : "sqlite:hookd.db";
   if (!to || !*to) {
     fprintf(stderr, WHO ": --to FILE is required (a new file: the copy)\n");
     return 2;

@@ -265,7 +265,7 @@ int hookd_cmd_inbox(int argc, char **argv) {
                     "are signed anyway)\n");
     return 2;
   }
-  if (!to || times < 1 || times > 10000) {
+  if (!to || !*to || times < 1 || times > 10000) {
     fprintf(stderr, "hookd inbox replay: --to URL is required (the local handler to send it to)\n");
     usage(stderr);
     return 2;
@@ -320,9 +320,15 @@ int hookd_cmd_inbox(int argc, char **argv) {
 
   struct curl_slist *hs = NULL;
   char h[1024];
-  snprintf(h, sizeof h, "Content-Type: %s",
-           l.ev.content_type ? l.ev.content_type : "application/json");
-  hs = curl_slist_append(hs, h);
+  /* whole, as the forward sends it (a line of its own size: a cut could end inside a quoted
+   * parameter) */
+  char *ct_line = NULL;
+  if (asprintf(&ct_line, "Content-Type: %s",
+               l.ev.content_type ? l.ev.content_type : "application/json") < 0)
+    ct_line = NULL;
+  hs = ct_line ? curl_slist_append(hs, ct_line) : NULL;
+  free(ct_line);
+  bool no_memory = !hs; /* (said below: nothing sent) */
   snprintf(h, sizeof h, "Idempotency-Key: %s", l.rec.id);
   hs = curl_slist_append(hs, h);
   hs = curl_slist_append(hs, "Expect:");
@@ -342,8 +348,11 @@ int hookd_cmd_inbox(int argc, char **argv) {
   }
   free(reserved);
   int failures = 0;
-  CURL *e = curl_easy_init();
-  if (!e) {
+  CURL *e = no_memory ? NULL : curl_easy_init();
+  if (no_memory) {
+    fprintf(stderr, "hookd inbox replay: out of memory: nothing sent\n");
+    failures++;
+  } else if (!e) {
     fprintf(stderr, "hookd inbox replay: cannot start libcurl: nothing sent\n");
     failures++;
   }

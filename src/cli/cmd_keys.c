@@ -29,6 +29,7 @@
 #include "cli/cli.h"
 #include "core/clock.h"
 #include "core/ids.h"
+#include "core/num.h"
 #include "core/scope.h"
 #include "core/secretbox.h"
 #include "core/shown_text.h"
@@ -338,10 +339,8 @@ static int cmd_create(keys_args *a) {
   /* an expiry as POST /v1/keys takes one: 60 s to a year */
   int64_t expires_in_s = 0;
   if (a->expires) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(a->expires, &end, 10);
-    if (errno || end == a->expires || *end || v < 60 || v > 365 * 86400LL) {
+    long long v;
+    if (hookd_parse_ll(a->expires, 60, 365 * 86400LL, &v) != 0) {
       fprintf(stderr, "hookd keys create: --expires-in-s must be an integer from 60 to 31536000 "
                       "(seconds)\n");
       return 2;
@@ -464,6 +463,11 @@ static int cmd_list(keys_args *a) {
     }
   }
   hookd_api_keys_free(x.keys, x.n);
+  /* a list written nowhere (a full disk, a closed pipe) is not a success */
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "hookd keys list: cannot write the list: %s\n", strerror(errno));
+    return 1;
+  }
   return 0;
 }
 
@@ -537,6 +541,13 @@ static int cmd_rotate_master(keys_args *a) {
       hookd_keyring_read(a->new_master_file, &new_key, err, sizeof err) != 0 ||
       hookd_keyring_file_sync(a->new_master_file, err, sizeof err) != 0) {
     fprintf(stderr, "hookd keys rotate-master: %s\n", err);
+    goto out;
+  }
+  /* the key in use again: nothing would be rotated, yet it would be said done (after a leak) */
+  if (!CRYPTO_memcmp(old_key.key, new_key.key, sizeof old_key.key)) {
+    fprintf(stderr, "hookd keys rotate-master: %s holds the master key in use (id %s): "
+                    "nothing to rotate (make a new key: openssl rand -base64 32)\n",
+            a->new_master_file, old_key.id);
     goto out;
   }
   /* (it holds the store's lock: alone on it) */

@@ -522,11 +522,11 @@ int hookd_api_parse_rate(hookd_req *r, const json_t *v, const char *field, doubl
   }
   double n = json_number_value(s ? s : m);
   double ps = s ? n : n / 60.0;
-  if (!(n > 0) || ps > max || ps < HOOKD_BUCKET_MIN_RATE) {
+  if (!(n > 0) || ps > max || ps < HOOKD_BUCKET_MIN_RATE) { /* (param: the member's path) */
     hookd_req_error(r, 422, "invalid_field",
-                    "%s must be a rate of at least one per hour (per_second >= 1/3600,"
+                    "%s.%s must be a rate of at least one per hour (per_second >= 1/3600,"
                     " per_minute >= 1/60) and at most %.0f per second",
-                    field, max);
+                    field, s ? "per_second" : "per_minute", max);
     return -1;
   }
   *per_second = ps;

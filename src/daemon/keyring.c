@@ -96,7 +96,7 @@ int hookd_keyring_file_sync(const char *file, char *err, size_t errlen) {
   bool ok = fd >= 0 && fsync(fd) == 0;
   if (fd >= 0) close(fd);
   if (!ok || !sync_dir_of(file)) {
-    snprintf(err, errlen, "cannot sync master key file %s to disk: %s", file, strerror(errno));
+    snprintf(err, errlen, "cannot sync %s to disk: %s", file, strerror(errno));
     return -1;
   }
   return 0;

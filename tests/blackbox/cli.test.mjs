@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash, generateKeyPairSync, sign as cryptoSign } from 'node:crypto';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fsp from 'node:fs/promises';
 import { HOOKD_BIN, faultDisk, faultNoLink, publish, setup, startHookd, tempDir, waitDelivery, waitUntil, withTimeout, SQLITE_ONLY } from './lib/hookd.mjs';
@@ -1022,6 +1022,27 @@ describe('hookd CLI', () => {
 });
 
 describe('hookd backup', () => {
+  it('refuses an option given twice and an empty --store; a key list written nowhere exits 1', { skip: SQLITE_ONLY }, async () => {
+    const { dir } = tempDir();
+    const h = await startHookd({ dir });
+    assert.equal((await h.stop()).code, 0);
+    // (before, a review: the last --to won, exit 0, the copy not where the first said)
+    const twice = run(['backup', '--store', h.store, '--to', join(dir, 'a.db'), '--to', join(dir, 'b.db')]);
+    assert.equal(twice.status, 2, twice.stderr);
+    assert.match(twice.stderr, /--to given twice/);
+    assert.ok(!existsSync(join(dir, 'a.db')) && !existsSync(join(dir, 'b.db')), 'no copy made');
+    // (before: "--store is not an embedded store", as if a PostgreSQL URL)
+    const empty = run(['backup', '--store', '', '--to', join(dir, 'c.db')]);
+    assert.equal(empty.status, 2, empty.stderr);
+    assert.match(empty.stderr, /--store is empty/);
+    const full = openSync('/dev/full', 'w');
+    try { // (before: exit 0, an empty list)
+      const l = run(['keys', 'list', '--store', h.store], { stdio: ['ignore', full, 'pipe'] });
+      assert.equal(l.status, 1, l.stderr);
+      assert.match(l.stderr, /cannot write the list: No space left on device/);
+    } finally { closeSync(full); }
+  });
+
   it('copies a live store consistently into a new 0600 file, naming its master key; the copy restored serves what it held', { skip: SQLITE_ONLY }, async () => {
     const { dir } = tempDir();
     const recv = await startReceiver();

@@ -1180,7 +1180,8 @@ describe('forwarding', () => {
       assert.deepEqual([r.status, r.json.error.code, r.json.error.param], [422, code, param], r.text);
     }
     // (the body is the destination: its fields by their own names, not "destination.…")
-    for (const [fields, param] of [[{ rate_limit: { per_second: -1 } }, /^rate_limit/],
+    for (const [fields, param] of [[{ rate_limit: { per_second: -1 } }, /^rate_limit\.per_second$/],
+      [{ rate_limit: { per_minute: 0 } }, /^rate_limit\.per_minute$/], [{ rate_limit: 5 }, /^rate_limit$/],
       [{ retry: { max_attempts: 0 } }, /^retry\.max_attempts$/]]) {
       const one = await h.api('POST', `/v1/sources/${src.id}/destinations`, { url: dest.url, ...fields });
       assert.equal(one.status, 422, one.text);
@@ -3236,12 +3237,13 @@ describe('durability and local replay', () => {
     await dest.close();
   });
 
-  it('hookd inbox replay sends the header lines the forward carried, one of 700 bytes too', async () => {
+  it('hookd inbox replay sends the header lines the forward carried, one of 700 bytes too, and a Content-Type of 1,500 whole', async () => {
     const dest = await startReceiver();
     const src = await source('github', ['gh-long'], [{ url: dest.url }]);
     const body = JSON.stringify({ ref: 'refs/heads/main' });
     const long = 'L'.repeat(700);
-    const r = await post(src, body, { ...sign.github(body, 'gh-long', 'long-1'), 'X-Long-Header': long });
+    const ct = `application/json; profile="${'c'.repeat(1500)}"`;
+    const r = await post(src, body, { ...sign.github(body, 'gh-long', 'long-1'), 'X-Long-Header': long, 'Content-Type': ct });
     assert.equal(r.status, 200, r.text);
     await waitStatus(src, r.json.inbox_id, 'completed');
     assert.equal(dest.requests[0].headers['x-long-header'], long, 'the forward carries it');
@@ -3253,6 +3255,12 @@ describe('durability and local replay', () => {
     const q = local.requests[0];
     assert.deepEqual([q.headers['x-long-header'], q.headers['x-github-delivery'], q.body], [long, 'long-1', body],
       'the replay carries them as the forward did (a line of 512 bytes or more was left out)');
+    assert.equal(q.headers['content-type'], ct, 'whole, as the forward sent it (before: cut at ~1,000 bytes)');
+    assert.equal(dest.requests[0].headers['content-type'], ct);
+    // an empty --to is no URL: a usage error, nothing sent
+    const empty = spawnSync(HOOKD_BIN, ['inbox', 'replay', r.json.inbox_id, '--to=', '--store', h.store], { encoding: 'utf8' });
+    assert.equal(empty.status, 2, empty.stderr);
+    assert.match(empty.stderr, /--to URL is required/);
     await local.close();
     await dest.close();
   });

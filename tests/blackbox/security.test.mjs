@@ -1404,6 +1404,13 @@ describe('secrets', () => {
     assert.equal(loose.status, 1, loose.stderr);
     assert.match(loose.stderr, /new\.key is readable by group or others \(mode 0644\): chmod 600 it first/);
     chmodSync(newKey, 0o600);
+    // the key in use named as the new one: nothing rotated, and said so (before, a review: exit 0,
+    // "re-sealed 6 secrets", and advice to move the file over itself)
+    const sameKey = join(dir, 'same.key');
+    writeFileSync(sameKey, keyText, { mode: 0o600 });
+    const same = hookd(['keys', 'rotate-master', '--store', `sqlite:${join(dir, 'hookd.db')}`, '--new-master-key-file', sameKey]);
+    assert.equal(same.status, 1, same.stderr);
+    assert.match(same.stderr, /same\.key holds the master key in use \(id [A-Za-z0-9_]+\): nothing to rotate/);
     const r = hookd(['keys', 'rotate-master', '--store', `sqlite:${join(dir, 'hookd.db')}`, '--new-master-key-file', newKey]);
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stdout, /re-sealed 6 secrets/, 'the custom headers too');
