@@ -376,6 +376,50 @@ describe('event retention', () => {
   });
 });
 
+describe('event retention and Idempotency-Keys', () => {
+  it('a key given to an old event (its id published again) keeps the event for the window from the key\'s own first use: its retry is a duplicate, not a second event', async () => {
+    const { dir, cleanup } = tempDir();
+    const W = 4; // (s: room for a restart's walk to come well inside it on a loaded machine)
+    const args = ['--event-retention-s', String(W), '--max-timeout-ms', '500', '--default-timeout-ms', '500'];
+    let d = await startHookd({ dir, args });
+    const ok = await startReceiver();
+    const A = await setup(d, ok.url);
+    const body = { id: 'evt_order_1', type: 'a.b', payload: { amount: 42 } };
+    const p0 = await publish(d, A.tenant, { type: 'a.b', payload: { older: true } });
+    const p1 = await publish(d, A.tenant, body, { 'Idempotency-Key': 'k1' });
+    assert.equal(p1.status, 202, p1.text);
+    await waitDelivery(d, p1.json.id, (ds) => ds[0]?.state === 'delivered');
+    await waitDelivery(d, p0.json.id, (ds) => ds[0]?.state === 'delivered');
+    const created = Date.parse((await d.api('GET', `/v1/events/${p1.json.id}`)).json.created_at);
+    await waitUntil(async () => Date.now() > created + W * 1000 + 500, { what: 'the event\'s window passes', timeout: 20000 });
+    // the producer sends the event again under a new key: a duplicate, the key linked to it
+    const k2 = await publish(d, A.tenant, body, { 'Idempotency-Key': 'k2' });
+    assert.equal(k2.json.duplicate, true, k2.text);
+    const k2At = Date.now();
+    await publish(d, A.tenant, { type: 'a.b', payload: { newest: true } }); // (the newest event always stays)
+    assert.equal((await d.stop()).code, 0);
+    // retention runs at start: the older event goes; this one stays while k2 must answer
+    d = await startHookd({ dir, args });
+    await waitUntil(async () => (await d.api('GET', `/v1/events/${p0.json.id}`)).status === 404,
+      { what: 'the walk ran (the older event expired)' });
+    assert.ok(Date.now() < k2At + W * 1000, 'the walk came inside k2\'s window (else this run proves nothing)');
+    assert.equal((await d.api('GET', `/v1/events/${p1.json.id}`)).status, 200,
+      'kept for k2 (before, a review: deleted with its key seconds after the key\'s first use)');
+    const retry = await publish(d, A.tenant, body, { 'Idempotency-Key': 'k2' });
+    assert.equal(retry.json.duplicate, true, `k2's retry answers the event: ${retry.text}`);
+    assert.equal(ok.requests.filter((q) => q.headers['webhook-id'] === 'evt_order_1').length, 1, 'sent once');
+    // and no longer than that: once k2's window has passed too, the event and its keys go
+    await waitUntil(async () => Date.now() > k2At + W * 1000 + 500, { what: 'k2\'s window passes', timeout: 20000 });
+    assert.equal((await d.stop()).code, 0);
+    d = await startHookd({ dir, args });
+    await waitUntil(async () => (await d.api('GET', `/v1/events/${p1.json.id}`)).status === 404,
+      { what: 'the event expired with its keys' });
+    assert.equal((await d.stop()).code, 0);
+    await ok.close();
+    cleanup();
+  });
+});
+
 describe('event retention and ordered lanes', () => {
   it('a lane that moved past a DEAD head is not held by it again once retention deletes the deliveries that moved past it', async () => {
     const { dir, cleanup } = tempDir();

@@ -317,6 +317,10 @@ int pg_read_deliveries(hookd_store_conn *c, PGresult *r, hookd_delivery **out, s
   " OR " PG_DEAD_LANE_HEAD("d", "$4::bigint")                                                   \
   " OR EXISTS (SELECT 1 FROM attempts a WHERE a.delivery_seq = d.seq AND a.finished_at >= $3))"
 
+/* sqlite_int.h's RETAINED_KEY: an Idempotency-Key given to the event within the window. */
+#define PG_RETAINED_KEY(ev, before)                                                             \
+  "SELECT 1 FROM idempotency_keys k WHERE k.event_seq = " ev " AND k.created_at >= " before
+
 /* Cross-file helpers (each file's owner implements them as the SQLite backend's namesakes). */
 int pg_tenant_live(hookd_store_conn *c, const char *id);                         /* pg_config.c */
 int pg_endpoint_delete_within(hookd_store_conn *c, const char *id, int64_t now_ms, int *budget,

@@ -248,7 +248,8 @@ int pg_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
   int rc = pg_retention_walk(c,
                              "SELECT e.seq, e.created_at,"
                              " (e.seq < (SELECT MAX(seq) FROM events)"
-                             " AND NOT EXISTS (" PG_RETAINED_DELIVERY("e.seq") "))::int"
+                             " AND NOT EXISTS (" PG_RETAINED_DELIVERY("e.seq") ")"
+                             " AND NOT EXISTS (" PG_RETAINED_KEY("e.seq", "$3") "))::int"
                              " FROM events e"
                              " WHERE e.kind = 'outbound' AND e.seq > $2 ORDER BY e.seq LIMIT $1",
                              true, before_ms, hookd_now_ms(), limit, after_seq, &ids, &n);

@@ -2081,6 +2081,7 @@ int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
   sqlite3_stmt *st = sq_stmt(c, SQ_EV_EXPIRE,
                              "SELECT e.seq, e.created_at, e.seq < (SELECT MAX(seq) FROM events)"
                              " AND NOT EXISTS (" RETAINED_DELIVERY("e.seq") ")"
+                             " AND NOT EXISTS (" RETAINED_KEY("e.seq", "?3") ")"
                              " FROM events e INDEXED BY events_outbound"
                              " WHERE e.kind = 'outbound' AND e.seq > ?2 ORDER BY e.seq LIMIT ?1");
   if (!st) return HOOKD_STORE_ERR;

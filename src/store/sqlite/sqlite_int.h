@@ -417,6 +417,14 @@ int sq_event_expire(hookd_store_conn *c, int64_t before_ms, int limit, int64_t *
   " AND (d.state IN ('pending','retrying','unknown') OR d.updated_at >= ?3"                     \
   " OR " DEAD_LANE_HEAD("d", "?4") " OR d.seq = (SELECT MAX(seq) FROM deliveries)"                 \
   " OR EXISTS (SELECT 1 FROM attempts a WHERE a.delivery_seq = d.seq AND a.finished_at >= ?3))"
+/* An Idempotency-Key given to the event within the window: a publish that repeats an event's id
+ * under a new key links that key to the old event, and the key must answer its retries for the
+ * window from its own first use, not from the event's (before, a review: deleted with the event
+ * seconds after its first use, and its retry published the event again, sent twice). The key
+ * goes with its event (sq_event_delete), so the event stays while the key must. (PostgreSQL:
+ * pg_int.h's namesake.) */
+#define RETAINED_KEY(ev, before)                                                                \
+  "SELECT 1 FROM idempotency_keys k WHERE k.event_seq = " ev " AND k.created_at >= " before
 int sq_retention_mark(hookd_store_conn *c, const char *kind, int64_t before_ms);
 int sq_event_delete(hookd_store_conn *c, int64_t seq, bool keys);
 /* last_error of a delivery held unknown by its destination's delete (sqlite_delivery.c) */
