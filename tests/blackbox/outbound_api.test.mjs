@@ -453,9 +453,11 @@ describe('bad input gets a clear 4xx', () => {
       [{ url: recv.url, retry: { backoff_base_ms: 1000, backoff_cap_ms: 10 } }, 'invalid_field', 'retry.backoff_cap_ms'],
       [{ url: recv.url, retry: { bogus: 1 } }, 'unknown_field', 'retry.bogus'],
       // a rate under one per hour would make the dispatcher wait past the end of int64
-      [{ url: recv.url, rate_limit: { per_second: 1.0842022708573195e-16 } }, 'invalid_field', 'rate_limit'],
-      [{ url: recv.url, rate_limit: { per_minute: 0.01 } }, 'invalid_field', 'rate_limit'],
-      [{ url: recv.url, rate_limit: { per_minute: 6e7 + 60 } }, 'invalid_field', 'rate_limit'], // > 1,000,000/s
+      // (param: the member out of range, as retry's are named)
+      [{ url: recv.url, rate_limit: { per_second: 1.0842022708573195e-16 } }, 'invalid_field', 'rate_limit.per_second'],
+      [{ url: recv.url, rate_limit: { per_minute: 0.01 } }, 'invalid_field', 'rate_limit.per_minute'],
+      [{ url: recv.url, rate_limit: { per_minute: 6e7 + 60 } }, 'invalid_field', 'rate_limit.per_minute'], // > 1,000,000/s
+      [{ url: recv.url, rate_limit: { per_hour: 1 } }, 'invalid_field', 'rate_limit'],
       // null would silently mean the default
       [{ url: recv.url, retry: { max_attempts: null } }, 'invalid_field', 'retry.max_attempts'],
       [{ url: recv.url, retry: { backoff_cap_ms: null } }, 'invalid_field', 'retry.backoff_cap_ms'],
