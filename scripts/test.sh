@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 what="${1:-all}"
 JOBS="${JOBS:-2}"
 # black-box test files run at once: they mostly wait on timers and their daemons (two cores stay
-# ~40 % idle at two files at once; three take ~30 % off the run's time)
+# ~40 % idle at two files at once; three took a fifth off the SQLite run, 30 % off PostgreSQL's)
 TEST_JOBS="${TEST_JOBS:-3}"
 
 scripts/deps.sh
