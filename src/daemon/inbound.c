@@ -197,6 +197,12 @@ static void reply_ack(hookd_req *r, const recv_op *op, const hookd_inbox *rec, b
   }
 }
 
+/* VNPay's "try again" ("99": it retries), where other providers get a 503. */
+static void reply_vnpay_retry(hookd_req *r) {
+  hookd_req_reply_json(r, 200,
+                       json_pack("{s:s,s:s}", "RspCode", "99", "Message", "Unknown error"));
+}
+
 static void reply_receive(hookd_api_op *base, int rc) {
   recv_op *op = (recv_op *)base;
   if (rc) {
@@ -208,9 +214,8 @@ static void reply_receive(hookd_api_op *base, int rc) {
     else
       HLOG(HOOKD_LOG_ERROR, "inbound.store_failed", KV_S("source_id", op->source_id),
            KV_S("tenant_id", op->tenant_id), KV_S("error", hookd_store_strerror(rc)));
-    if (op->provider == HOOKD_PROVIDER_VNPAY) { /* "99": VNPay retries */
-      hookd_req_reply_json(base->req, 200,
-                           json_pack("{s:s,s:s}", "RspCode", "99", "Message", "Unknown error"));
+    if (op->provider == HOOKD_PROVIDER_VNPAY) {
+      reply_vnpay_retry(base->req);
       return;
     }
     if (rc == HOOKD_STORE_STATE) { /* no destination left: nothing stored, the provider retries */
@@ -549,8 +554,7 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
                       rt->has_generic ? &rt->generic : NULL, &vr) != HOOKD_VERIFY_OK) {
     if (vr.rc == HOOKD_VERIFY_INTERNAL) { /* hookd's own failure, not the request's: retried */
       if (p == HOOKD_PROVIDER_VNPAY)
-        hookd_req_reply_json(r, 200, json_pack("{s:s,s:s}", "RspCode", "99", "Message",
-                                               "Unknown error"));
+        reply_vnpay_retry(r);
       else {
         hookd_req_add_header(r, "Retry-After", "1");
         hookd_req_error(r, 503, "unavailable", "out of memory");
@@ -647,21 +651,15 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
 
   if (hookd_dispatcher_clock_outvoted(app->disp)) { /* its times would be this node's clock's */
     HOOKD_INC(inbound_unavailable[HOOKD_UNAVAIL_CLOCK]);
-    if (p == HOOKD_PROVIDER_VNPAY) /* "99": VNPay retries */
-      hookd_req_reply_json(r, 200, json_pack("{s:s,s:s}", "RspCode", "99", "Message",
-                                             "Unknown error"));
-    else
-      hookd_api_clock_outvoted(r, app);
+    if (p == HOOKD_PROVIDER_VNPAY) reply_vnpay_retry(r);
+    else hookd_api_clock_outvoted(r, app);
     goto done;
   }
   uint64_t depth;
   if (hookd_api_store_behind(app, &depth)) { /* the provider retries */
     HOOKD_INC(inbound_unavailable[HOOKD_UNAVAIL_OVERLOADED]);
-    if (p == HOOKD_PROVIDER_VNPAY) /* "99" */
-      hookd_req_reply_json(r, 200, json_pack("{s:s,s:s}", "RspCode", "99", "Message",
-                                             "Unknown error"));
-    else
-      hookd_api_reply_overloaded(r, app, depth); /* 503 + Retry-After */
+    if (p == HOOKD_PROVIDER_VNPAY) reply_vnpay_retry(r);
+    else hookd_api_reply_overloaded(r, app, depth); /* 503 + Retry-After */
     goto done;
   }
   op = hookd_api_op_new(sizeof *op, r, app, run_receive, reply_receive);

@@ -5,10 +5,9 @@
 // Apart from isolation.test.mjs because none of these measures shares of time (a few check lower
 // bounds of waits, which a slower store only lengthens): they run on PostgreSQL stores too
 // (scripts/test.sh), whose claims of lanes are SQL of their own.
-import { readdirSync, readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { getDelivery, publish, setup, startHookd, waitDelivery, waitUntil } from './lib/hookd.mjs';
+import { getDelivery, publish, setup, startHookd, waitDelivery, waitStopped, waitUntil } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 
@@ -156,12 +155,7 @@ describe('endpoint health and ordering lanes', () => {
     try {
       // every thread stopped before the answers go (a stop takes a while to reach each thread
       // of a loaded process: one read an answer first, a ThreadSanitizer run beside others)
-      const tasks = readdirSync(`/proc/${h.proc.pid}/task`);
-      await waitUntil(() => tasks.every((t) => {
-        try {
-          return /\) (\S) /.exec(readFileSync(`/proc/${h.proc.pid}/task/${t}/stat`, 'utf8'))[1] === 'T';
-        } catch { return true; } // (a thread gone)
-      }), { what: 'hookd stopped', timeout: 10000 });
+      await waitStopped(h.proc.pid, 'hookd stopped');
       assert.equal(r.requests.length, 6, 'six first requests (none sent again) when hookd was stopped');
       stalled = false;
       r.releaseHanging(200); // the answers reach hookd's sockets while it is stopped

@@ -5,9 +5,9 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { HOOKD_BIN, faultClock, startHookd, setup, tempDir, waitUntil, waitDelivery, publish, getDelivery, withTimeout } from './lib/hookd.mjs';
+import { HOOKD_BIN, faultClock, startHookd, setup, tempDir, waitStopped, waitUntil, waitDelivery, publish, getDelivery, withTimeout } from './lib/hookd.mjs';
 import { parsePrometheus, sampleValue } from './lib/prometheus.mjs';
 import { startReceiver } from './lib/receiver.mjs';
 import { startPostgres } from './lib/postgres.mjs';
@@ -306,20 +306,12 @@ test('a node stopped while its writer holds the lock holds the other nodes\' wri
     AND l.classid = 1752133476 AND l.objid = 2003986804`, [db])).rows[0]?.pid;
   try {
     let pid = null;
-    // every thread of a stopped (a stop takes a while to reach each thread of a loaded process:
-    // one caught idle in its transaction went on to commit, and b's publish did not wait)
-    const allStopped = () => {
-      const tasks = readdirSync(`/proc/${a.proc.pid}/task`);
-      return waitUntil(() => tasks.every((t) => {
-        try {
-          return /\) (\S) /.exec(readFileSync(`/proc/${a.proc.pid}/task/${t}/stat`, 'utf8'))[1] === 'T';
-        } catch { return true; } // (a thread gone)
-      }), { what: 'a stopped', timeout: 10000, interval: 1 });
-    };
     for (let k = 0; k < 400 && !pid; k++) {
       process.kill(a.proc.pid, 'SIGSTOP');
       stopped = true;
-      await allStopped();
+      // every thread of a stopped (one caught idle in its transaction went on to commit, and
+      // b's publish did not wait)
+      await waitStopped(a.proc.pid, 'a stopped');
       pid = await idleHolder();
       if (!pid) { process.kill(a.proc.pid, 'SIGCONT'); stopped = false; await new Promise((r) => setImmediate(r)); }
     }

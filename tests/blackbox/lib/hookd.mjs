@@ -3,7 +3,7 @@
 // Every wait is bounded; nothing sleeps as synchronisation.
 import { spawn, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after } from 'node:test';
@@ -298,6 +298,17 @@ export function withTimeout(promise, ms, what) {
 
 // Polls an async condition until it returns a truthy value; bounded. Use for API state that has
 // no push notification (a delivery's state), never as a fixed sleep.
+// Resolves once every thread of process pid is stopped (after a SIGSTOP: a stop takes a while
+// to reach each thread of a loaded process, and one still running may read an answer or commit).
+export function waitStopped(pid, what = 'the process stopped') {
+  const tasks = readdirSync(`/proc/${pid}/task`);
+  return waitUntil(() => tasks.every((t) => {
+    try {
+      return /\) (\S) /.exec(readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8'))[1] === 'T';
+    } catch { return true; } // (a thread gone)
+  }), { what, timeout: 10000, interval: 1 });
+}
+
 export async function waitUntil(fn, { timeout = 10000, interval = 25, what = 'condition' } = {}) {
   const deadline = Date.now() + timeout;
   let last;
