@@ -199,6 +199,7 @@ int hookd_in_verify(hookd_provider p, const hookd_in_request *req, const hookd_i
                     hookd_verify_result *out) {
   out->timestamp_s = 0;
   out->secret = NULL;
+  out->signed_without_empty = false;
   out->reason[0] = '\0';
   if (!req) return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "no request");
   if (!req->body && req->body_len) return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "no body");

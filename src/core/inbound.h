@@ -124,6 +124,9 @@ typedef struct hookd_verify_result {
   int64_t timestamp_s;  /* the provider's signed timestamp when the scheme has one, else 0 */
   const char *secret;   /* the secret that verified it (one of the caller's), when the scheme
                            tells (Slack, Zoom); else NULL */
+  bool signed_without_empty; /* VNPay: the hash matched only the text without the empty vnp_
+                                values (as VNPay's Java and .NET samples sign): they are left
+                                out of the forward */
 } hookd_verify_result;
 
 /* An IPN's signed time (MoMo's responseTime, VNPay's vnp_PayDate), judged: more than
@@ -149,11 +152,13 @@ int hookd_in_verify(hookd_provider p, const hookd_in_request *req,
 
 /* VNPay: the form text to forward for a request hookd_in_verify accepted, appended to out —
  * exactly what vnp_SecureHash signs (the vnp_ parameters but the hash ones, sorted by name, PHP
- * urlencode), then vnp_SecureHashType (when sent) and vnp_SecureHash. Every other query
- * parameter is left out. signed_len (if not NULL) gets the length of the signed text, the
+ * urlencode; without those of an empty value when without_empty is set: the verify result's
+ * signed_without_empty), then vnp_SecureHashType (when sent) and vnp_SecureHash. Every other
+ * query parameter is left out. signed_len (if not NULL) gets the length of the signed text, the
  * start of what was appended. Returns 0, or -1 when the query does not parse or out's limit is
  * reached (out may then hold part of the text: do not forward it). */
-int hookd_in_vnpay_forward(const hookd_in_request *req, hookd_buf *out, size_t *signed_len);
+int hookd_in_vnpay_forward(const hookd_in_request *req, bool without_empty, hookd_buf *out,
+                           size_t *signed_len);
 
 /* The provider's own event or delivery id (the default identity, I3), written to out:
  *   stripe: body "id"; github: X-GitHub-Delivery; shopify: X-Shopify-Webhook-Id (or

@@ -10,7 +10,12 @@
  * "vnp[X" into "vnp_X", ASP.NET matches names in any case. So what is forwarded must be exactly
  * what was verified: a name outside [A-Za-z0-9_], and a name starting with "vnp" in any case
  * that is not a "vnp_" name, make the query malformed; so does a request body (nothing signs
- * it); and the forward (hookd_in_vnpay_forward) is rebuilt from the signed pairs alone. */
+ * it); and the forward (hookd_in_vnpay_forward) is rebuilt from the signed pairs alone.
+ *
+ * Empty values: VNPay's PHP sample signs them ("vnp_BankTranNo=&…"), its Java and .NET samples
+ * leave them out, and VNPay documents neither. A query with an empty vnp_ value is checked
+ * against both texts; when only the text without them matches, they were signed by no one and
+ * the forward leaves them out too (out->signed_without_empty). */
 #include <openssl/crypto.h>
 #include <string.h>
 #include <strings.h>
@@ -50,6 +55,7 @@ typedef struct vnp_query {
   hookd_in_form f;
   hookd_buf data;          /* the signed text, encoded as PHP does */
   bool other_flavours;     /* a signed value holds a character the encoders disagree on */
+  bool has_empty;          /* a signed pair has an empty value */
   bool nomem;              /* a signed text could not be built: out of memory */
   const hookd_in_kv *hash; /* vnp_SecureHash */
   const hookd_in_kv *type; /* vnp_SecureHashType (not signed), or NULL */
@@ -65,12 +71,13 @@ static bool signed_pair(const hookd_in_kv *kv) {
          !name_is(kv, "vnp_SecureHashType");
 }
 
-/* The text vnp_SecureHash signs, its values encoded with `extra` kept, into out. */
-static int signed_text(const vnp_query *v, const char *extra, hookd_buf *out) {
+/* The text vnp_SecureHash signs, its values encoded with `extra` kept, and the pairs with an
+ * empty value left out when skip_empty is set, into out. */
+static int signed_text(const vnp_query *v, const char *extra, bool skip_empty, hookd_buf *out) {
   int rc = 0;
   for (size_t i = 0; i < v->f.n && !rc; i++) {
     const hookd_in_kv *kv = &v->f.kv[i];
-    if (!signed_pair(kv)) continue;
+    if (!signed_pair(kv) || (skip_empty && !kv->vlen)) continue;
     rc = out->len ? hookd_buf_append(out, "&", 1) : 0;
     if (!rc) rc = php_urlencode(out, kv->k, kv->klen); /* [A-Za-z0-9_]: the same in each */
     if (!rc) rc = hookd_buf_append(out, "=", 1);
@@ -79,9 +86,10 @@ static int signed_text(const vnp_query *v, const char *extra, hookd_buf *out) {
   return rc;
 }
 
-/* Parses and checks req's query into v (free it with vnp_free either way). Returns NULL, or why
- * the query is malformed. */
-static const char *vnp_parse(const hookd_in_request *req, vnp_query *v) {
+/* Parses and checks req's query into v (free it with vnp_free either way), v->data written
+ * without the empty values when skip_empty is set. Returns NULL, or why the query is
+ * malformed. */
+static const char *vnp_parse(const hookd_in_request *req, bool skip_empty, vnp_query *v) {
   memset(v, 0, sizeof *v);
   hookd_buf_init(&v->data, HOOKD_IN_MAX_FORM * 3);
   size_t qlen = 0;
@@ -112,11 +120,12 @@ static const char *vnp_parse(const hookd_in_request *req, vnp_query *v) {
       v->type = kv;
       continue;
     }
+    v->has_empty |= !kv->vlen;
     for (size_t j = 0; j < kv->vlen && !v->other_flavours; j++)
       v->other_flavours = kv->v[j] && strchr(flavours[3], kv->v[j]);
   }
   if (!v->hash) return "vnpay: missing vnp_SecureHash";
-  int rc = signed_text(v, PHP_FLAVOUR, &v->data);
+  int rc = signed_text(v, PHP_FLAVOUR, skip_empty, &v->data);
   v->nomem = rc == HOOKD_BUF_NOMEM;
   return rc == HOOKD_BUF_NOMEM ? "vnpay: out of memory" : rc ? "vnpay: query too large" : NULL;
 }
@@ -144,7 +153,7 @@ int hookd_in_verify_vnpay(const hookd_in_request *req, const hookd_in_secrets *s
     return hookd_in_result(out, HOOKD_VERIFY_MALFORMED, "vnpay: a request body is not signed");
   vnp_query v;
   int rc = HOOKD_VERIFY_MALFORMED;
-  const char *reason = vnp_parse(req, &v);
+  const char *reason = vnp_parse(req, false, &v);
   unsigned char sig[64];
   if (reason) {
     if (v.nomem) rc = HOOKD_VERIFY_INTERNAL; /* hookd's failure: "99", VNPay retries */
@@ -154,13 +163,15 @@ int hookd_in_verify_vnpay(const hookd_in_request *req, const hookd_in_secrets *s
     reason = "vnpay: malformed vnp_SecureHash";
     goto done;
   }
-  int match = 0;
+  int match = 0, match_with_empty = 0;
   unsigned char mac[64];
-  size_t n_texts = v.other_flavours ? sizeof flavours / sizeof *flavours : 1;
-  for (size_t t = 0; t < n_texts; t++) {
+  size_t n_flavours = v.other_flavours ? sizeof flavours / sizeof *flavours : 1;
+  /* each flavour's text with the empty values, then (when there are some) without them */
+  for (size_t t = 0; t < n_flavours * (v.has_empty ? 2 : 1); t++) {
+    bool skip_empty = t >= n_flavours;
     hookd_buf other;
     hookd_buf_init(&other, HOOKD_IN_MAX_FORM * 3);
-    int trc = t ? signed_text(&v, flavours[t], &other) : 0;
+    int trc = t ? signed_text(&v, flavours[t % n_flavours], skip_empty, &other) : 0;
     if (trc) {
       v.nomem |= trc == HOOKD_BUF_NOMEM;
       hookd_buf_free(&other);
@@ -173,8 +184,10 @@ int hookd_in_verify_vnpay(const hookd_in_request *req, const hookd_in_secrets *s
       if (hookd_hmac(HOOKD_MD_SHA512, s->v[k], strlen(s->v[k]), parts, lens, 1, mac) == 64)
         match |= hookd_ct_equal(sig, 64, mac, 64);
     }
+    if (!skip_empty) match_with_empty = match;
     hookd_buf_free(&other);
   }
+  out->signed_without_empty = match && !match_with_empty;
   OPENSSL_cleanse(mac, sizeof mac);
   rc = match ? HOOKD_VERIFY_OK : v.nomem ? HOOKD_VERIFY_INTERNAL : HOOKD_VERIFY_MISMATCH;
   reason = match     ? "vnpay: signature valid"
@@ -192,9 +205,10 @@ done:
   return hookd_in_result(out, rc, reason);
 }
 
-int hookd_in_vnpay_forward(const hookd_in_request *req, hookd_buf *out, size_t *signed_len) {
+int hookd_in_vnpay_forward(const hookd_in_request *req, bool without_empty, hookd_buf *out,
+                           size_t *signed_len) {
   vnp_query v;
-  int rc = vnp_parse(req, &v) ? -1 : 0;
+  int rc = vnp_parse(req, without_empty, &v) ? -1 : 0;
   if (signed_len) *signed_len = rc ? 0 : v.data.len;
   const char *sep = v.data.len ? "&" : "";
   if (!rc && v.data.len) rc = hookd_buf_append(out, v.data.data, v.data.len);

@@ -697,7 +697,8 @@ void hookd_inbound_handle(hookd_req *r, hookd_app *app) {
                                                       : app->cfg->max_body_bytes + 1);
   size_t vnp_signed = 0;
   if (p == HOOKD_PROVIDER_VNPAY)
-    op->hash_failed |= hookd_in_vnpay_forward(&in, &op->body, &vnp_signed) != 0;
+    op->hash_failed |= hookd_in_vnpay_forward(&in, vr.signed_without_empty, &op->body,
+                                                &vnp_signed) != 0;
   else if (query_body)
     op->hash_failed |= hookd_buf_append(&op->body, query, strlen(query)) != 0;
   else /* the request's own buffer: held once (body still points into it) */

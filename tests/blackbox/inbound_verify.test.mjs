@@ -97,6 +97,28 @@ describe('VNPay: only what vnp_SecureHash signs is accepted and forwarded', () =
     assert.equal(dest.requests.length, 1);
     await dest.close();
   });
+
+  it('an empty value (vnp_BankTranNo=) signed as VNPay\'s PHP sample does, or left out as its Java and .NET samples do: both accepted, each forwarded as signed', async () => {
+    const dest = await startReceiver();
+    const src = await source('vnpay', [SECRET], [{ url: dest.url }]);
+    const params = (ref) => ({ vnp_Amount: '1000000', vnp_TxnRef: ref, vnp_TransactionNo: '7',
+      vnp_ResponseCode: '00', vnp_TmnCode: 'DEMO', vnp_BankTranNo: '' });
+    const php = sign.vnpayQuery(params('order-e1'), SECRET); // the empty pair signed
+    const { vnp_BankTranNo, ...rest } = params('order-e2');
+    const signedWithout = sign.vnpayQuery(rest, SECRET); // the Java sample's text
+    const java = `vnp_BankTranNo=&${signedWithout}`; // …sent with the empty pair all the same
+    assert.deepEqual((await vnpay(src, php)).json, SUCCESS);
+    assert.deepEqual((await vnpay(src, java)).json, SUCCESS);
+    await dest.waitFor(2);
+    const bodies = dest.requests.map((r) => r.body).sort();
+    assert.deepEqual(bodies, [php, signedWithout].sort(), 'each forward is what its hash signs');
+    // emptying a signed value is no text either sample signs
+    const emptied = sign.vnpayQuery({ ...rest, vnp_TxnRef: 'order-e3', vnp_BankTranNo: 'VNP1' }, SECRET)
+      .replace('vnp_BankTranNo=VNP1', 'vnp_BankTranNo=');
+    assert.deepEqual((await vnpay(src, emptied)).json, INVALID);
+    assert.equal((await inbox(src)).length, 2, 'the refused one not stored');
+    await dest.close();
+  });
 });
 
 describe('generic credentials: a token or HTTP Basic, for a sender that signs nothing', () => {

@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* VNPay's forward text, whatever the query */
   hookd_buf fw;
   hookd_buf_init(&fw, 1 << 20);
-  if (hookd_in_vnpay_forward(&req, &fw, NULL) < -1) abort();
+  if (hookd_in_vnpay_forward(&req, cfg & 1, &fw, NULL) < -1) abort();
   hookd_buf_free(&fw);
   free(url);
   free(query);

@@ -153,7 +153,7 @@ static void forward(void **st) {
       .method = "GET", .query = PARAMS "&vnp_SecureHash=" HASH, .now_s = verify_now};
   hookd_buf out;
   hookd_buf_init(&out, 65536);
-  assert_int_equal(hookd_in_vnpay_forward(&r, &out, NULL), 0);
+  assert_int_equal(hookd_in_vnpay_forward(&r, false, &out, NULL), 0);
   assert_string_equal(hookd_buf_str(&out),
                       "vnp_Amount=1000000&vnp_BankCode=NCB&vnp_OrderInfo=Thanh+toan+don+hang%3A5%"
                       "7Ex&vnp_PayDate=20240101120000&vnp_ResponseCode=00&vnp_TmnCode=DEMO1234&"
@@ -165,17 +165,17 @@ static void forward(void **st) {
   hookd_buf_reset(&out);
   r.query = "vnp_TxnRef=A&vnp_SecureHash=00";
   size_t signed_len = 99;
-  assert_int_equal(hookd_in_vnpay_forward(&r, &out, &signed_len), 0);
+  assert_int_equal(hookd_in_vnpay_forward(&r, false, &out, &signed_len), 0);
   assert_string_equal(hookd_buf_str(&out), "vnp_TxnRef=A&vnp_SecureHash=00");
   assert_int_equal(signed_len, strlen("vnp_TxnRef=A"));
   hookd_buf_reset(&out);
   r.query = "vnp_SecureHash=00";
-  assert_int_equal(hookd_in_vnpay_forward(&r, &out, NULL), 0);
+  assert_int_equal(hookd_in_vnpay_forward(&r, false, &out, NULL), 0);
   assert_string_equal(hookd_buf_str(&out), "vnp_SecureHash=00");
   r.query = "VNP_X=1&vnp_SecureHash=00";
-  assert_int_equal(hookd_in_vnpay_forward(&r, &out, NULL), -1);
+  assert_int_equal(hookd_in_vnpay_forward(&r, false, &out, NULL), -1);
   r.query = "vnp_TxnRef=A";
-  assert_int_equal(hookd_in_vnpay_forward(&r, &out, NULL), -1);
+  assert_int_equal(hookd_in_vnpay_forward(&r, false, &out, NULL), -1);
   hookd_buf_free(&out);
 }
 
@@ -221,6 +221,72 @@ static void encoder_flavours(void **st) {
   }
 }
 
+/* The hex HMAC-SHA512 of data under SECRET, into hex[129]. */
+static void mac_hex(const char *data, char hex[129]) {
+  const void *parts[] = {data};
+  size_t lens[] = {strlen(data)};
+  unsigned char mac[64];
+  assert_int_equal(hookd_hmac(HOOKD_MD_SHA512, SECRET, strlen(SECRET), parts, lens, 1, mac), 64);
+  for (int i = 0; i < 64; i++) snprintf(hex + 2 * i, 3, "%02x", mac[i]);
+}
+
+/* An empty value (vnp_BankTranNo=): VNPay's PHP sample signs it, its Java and .NET samples
+ * leave it out. Either text verifies; when only the text without it matched, the forward leaves
+ * it out too (nobody signed it), else it is forwarded as signed. */
+static void empty_values(void **st) {
+  (void)st;
+  const char *one[] = {SECRET};
+  hookd_in_secrets s = {one, 1};
+  char hex[129], q[512];
+  hookd_verify_result res;
+  hookd_buf out;
+  hookd_buf_init(&out, 65536);
+  hookd_in_request r = {.method = "GET", .query = q, .body = "", .now_s = verify_now};
+  struct {
+    const char *signs, *query, *forward;
+    bool without_empty;
+  } cases[] = {
+      /* signed with the empty value (PHP): forwarded with it */
+      {"vnp_Amount=1&vnp_BankTranNo=&vnp_TxnRef=X", "vnp_TxnRef=X&vnp_BankTranNo=&vnp_Amount=1",
+       "vnp_Amount=1&vnp_BankTranNo=&vnp_TxnRef=X", false},
+      /* signed without it (Java, .NET): forwarded without it */
+      {"vnp_Amount=1&vnp_TxnRef=X", "vnp_TxnRef=X&vnp_BankTranNo=&vnp_Amount=1",
+       "vnp_Amount=1&vnp_TxnRef=X", true},
+      /* an empty value added to a query that had none: not signed, not forwarded */
+      {"vnp_Amount=1&vnp_TxnRef=X", "vnp_TxnRef=X&vnp_Amount=1&vnp_Zz=", "vnp_Amount=1&vnp_TxnRef=X",
+       true},
+      /* the Java sample's text: '*' kept, the empty value left out */
+      {"vnp_Amount=1&vnp_OrderInfo=a*b&vnp_TxnRef=X",
+       "vnp_TxnRef=X&vnp_BankTranNo=&vnp_OrderInfo=a%2Ab&vnp_Amount=1",
+       "vnp_Amount=1&vnp_OrderInfo=a%2Ab&vnp_TxnRef=X", true},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    mac_hex(cases[i].signs, hex);
+    snprintf(q, sizeof q, "%s&vnp_SecureHash=%s", cases[i].query, hex);
+    assert_int_equal(hookd_in_verify(HOOKD_PROVIDER_VNPAY, &r, &s, 0, NULL, &res),
+                     HOOKD_VERIFY_OK);
+    assert_int_equal(res.signed_without_empty, cases[i].without_empty);
+    hookd_buf_reset(&out);
+    size_t signed_len = 0;
+    assert_int_equal(hookd_in_vnpay_forward(&r, res.signed_without_empty, &out, &signed_len), 0);
+    char want[512];
+    snprintf(want, sizeof want, "%s&vnp_SecureHash=%s", cases[i].forward, hex);
+    assert_string_equal(hookd_buf_str(&out), want);
+    assert_int_equal(signed_len, strlen(cases[i].forward));
+    /* the forward, read as a query, verifies on its own */
+    assert_int_equal(verify_q(hookd_buf_str(&out), NULL, one, 1), HOOKD_VERIFY_OK);
+  }
+  /* an empty value taken away from a text that signed it: no text matches */
+  mac_hex("vnp_Amount=1&vnp_BankTranNo=&vnp_TxnRef=X", hex);
+  snprintf(q, sizeof q, "vnp_TxnRef=X&vnp_Amount=1&vnp_SecureHash=%s", hex);
+  assert_int_equal(verify_q(q, NULL, one, 1), HOOKD_VERIFY_MISMATCH);
+  /* a value emptied: neither text matches */
+  mac_hex("vnp_Amount=1&vnp_BankTranNo=7&vnp_TxnRef=X", hex);
+  snprintf(q, sizeof q, "vnp_TxnRef=X&vnp_BankTranNo=&vnp_Amount=1&vnp_SecureHash=%s", hex);
+  assert_int_equal(verify_q(q, NULL, one, 1), HOOKD_VERIFY_MISMATCH);
+  hookd_buf_free(&out);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(vnpay),
@@ -230,6 +296,7 @@ int main(void) {
       cmocka_unit_test(look_alikes),
       cmocka_unit_test(forward),
       cmocka_unit_test(encoder_flavours),
+      cmocka_unit_test(empty_values),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
