@@ -354,5 +354,6 @@ void hookd_api_metrics(hookd_req *r, hookd_app *app) { /* the router checked the
     return;
   }
   size_t len = o.len;
-  hookd_req_reply(r, 200, "text/plain; version=0.0.4", hookd_buf_steal(&o), len);
+  hookd_req_reply(r, 200, "text/plain; version=0.0.4; charset=utf-8", hookd_buf_steal(&o),
+                  len);
 }

@@ -9,6 +9,7 @@
 #include "daemon/outbox.h"
 
 #include <libpq-fe.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -21,6 +22,7 @@
 
 #include "core/buf.h"
 #include "core/clock.h"
+#include "core/num.h"
 #include "core/timefmt.h"
 #include "daemon/api.h"
 #include "daemon/log.h"
@@ -34,6 +36,10 @@
  * (60 s), a database that no longer answers at all (a partition, a stopped server) */
 #define QUERY_TIMEOUT_MS 90000
 #define SKIP_MAX 10000 /* refused rows whose mark failed, left out of this run's SELECTs */
+/* how long such a row is left alone: then taken again, its mark tried again. A seq is no row's
+ * for ever: a table made again, truncated or its sequence reset (a failover that lost rows)
+ * gives it to a new row, which was then never relayed, without a word (a review). */
+#define SKIP_RETRY_MS (10 * 60 * 1000)
 /* rows the engine answered 5xx while others of their batch were published, each tried again
  * after its own backoff (docs/outbox.md): past this many, a row deferred is simply in the next
  * batch again */
@@ -60,9 +66,10 @@ struct hookd_outbox {
   atomic_bool stopping;
   PGconn *pg;          /* the relay thread's own */
   char *password;      /* the connection string's ("" none): cut out of every message logged */
-  long long *skip;     /* refused rows whose mark failed (a column too short, a trigger): */
-  size_t n_skip;       /* left out of the SELECT for this run, not retaken in a loop */
-  bool stuck;          /* more of them than SKIP_MAX: no row is taken any more */
+  struct skipped_row *skip; /* refused rows whose mark failed (a column too short, a trigger): */
+  size_t n_skip;       /* left out of the SELECTs for a while, not retaken in a loop */
+  int64_t skip_retry_ms; /* that while: SKIP_RETRY_MS (HOOKD_OUTBOX_SKIP_RETRY_MS: tests) */
+  bool stuck;          /* more of them than SKIP_MAX: no row is taken until some are due */
   struct held_row *held; /* rows deferred (a 5xx) beside rows published: hold() */
   size_t n_held;
   bool reconnect;      /* a statement failed as a server not (or no longer) the primary does */
@@ -87,6 +94,15 @@ typedef struct held_row {
   bool seen;               /* in the cycle's batch */
   char *lane;              /* "tenant/ordering_key"; NULL when it has no ordering_key */
 } held_row;
+
+/* A refused row whose mark failed: left out of the batches until due_ms (monotonic), or until
+ * the relay connects again. */
+typedef struct skipped_row {
+  long long seq;
+  int64_t due_ms;
+} skipped_row;
+
+static void skip_expire(hookd_outbox *o, bool everything);
 
 /* One cycle's publishes in flight: their outcomes come on the writer's thread. */
 typedef struct batch {
@@ -334,6 +350,7 @@ static bool connect_pg(hookd_outbox *o) {
                     ? table_found(o)
                     : -1;
     if (found == 1) {
+      skip_expire(o, true); /* (the table may be another since: its seqs other rows') */
       atomic_store_explicit(&hookd_m.outbox_connected, 1, memory_order_relaxed);
       HLOG(HOOKD_LOG_INFO, "outbox.connected", KV_S("table", o->app->cfg->outbox_table));
       return true;
@@ -390,6 +407,17 @@ static json_t *row_body(hookd_outbox *ob, const PGresult *res, int i, hookd_publ
     snprintf(o->message, sizeof o->message, "%s", required[k].name);
     return NULL;
   }
+  /* ordering_version as the API reads it, an integer: a table whose column is not a bigint
+   * (text, numeric) had "abc" published as 0, "1.5" as 1 (a review) */
+  long long version = 0;
+  const char *over = val(res, i, C_OVER);
+  if (over && hookd_parse_ll(over, LLONG_MIN, LLONG_MAX, &version) != 0) {
+    o->status = 422;
+    snprintf(o->code, sizeof o->code, "invalid_field");
+    snprintf(o->message, sizeof o->message,
+             "ordering_version must be an integer from -2^63 to 2^63-1 (a bigint column)");
+    return NULL;
+  }
   char err[HOOKD_JSON_ERR_MAX];
   const char *payload = val(res, i, C_PAYLOAD);
   if (strlen(payload) > max) {
@@ -416,7 +444,7 @@ static json_t *row_body(hookd_outbox *ob, const PGresult *res, int i, hookd_publ
   hookd_fmt_rfc3339_ms(strtoll(val(res, i, C_OCCURRED), NULL, 10), ts);
   json_t *body = json_pack("{s:s,s:s,s:o,s:s}", "id", val(res, i, C_ID), "type",
                            val(res, i, C_TYPE), "payload", data, "occurred_at", ts);
-  const char *okey = val(res, i, C_OKEY), *over = val(res, i, C_OVER);
+  const char *okey = val(res, i, C_OKEY);
   const char *channels = val(res, i, C_CHANNELS), *schema = val(res, i, C_SCHEMA);
   /* each member the row has, or none of the publish: a row is never published without its
    * channels, lane or schema version (before, a failed json_loads or set dropped the member and
@@ -425,7 +453,7 @@ static json_t *row_body(hookd_outbox *ob, const PGresult *res, int i, hookd_publ
   bool ok = body != NULL;
   if (ok && okey) ok = !json_object_set_new(body, "ordering_key", json_string(okey));
   if (ok && over)
-    ok = !json_object_set_new(body, "ordering_version", json_integer(strtoll(over, NULL, 10)));
+    ok = !json_object_set_new(body, "ordering_version", json_integer(version));
   if (ok && schema) ok = !json_object_set_new(body, "schema_version", json_string(schema));
   if (ok && channels) ok = !json_object_set_new(body, "channels", json_loads(channels, 0, NULL));
   if (!ok) {
@@ -464,9 +492,10 @@ static int try_mark(hookd_outbox *o, const char *seq, const char *why, char *err
 
 /* Writes a refused row's relay_error: the reason, or when that cannot be written (a column too
  * short for it) "refused" alone (the reason is in the outbox.refused log line). A row that
- * cannot be marked at all (a trigger refusing the UPDATE) is left out of this run's SELECTs, up
- * to SKIP_MAX rows; past that, o->stuck: the relay stops taking rows and says why, rather than
- * take the same ones for ever. false when the connection failed. */
+ * cannot be marked at all (a trigger refusing the UPDATE) is left out of the SELECTs for
+ * SKIP_RETRY_MS (skip_expire), up to SKIP_MAX rows; past that, o->stuck: the relay takes no rows
+ * until some are due again and says why, rather than take the same ones in a loop. false when
+ * the connection failed. */
 static bool mark(hookd_outbox *o, row *r) {
   char seq[24], why[WHY_MAX + 1], msg[512];
   snprintf(seq, sizeof seq, "%lld", r->seq);
@@ -481,7 +510,8 @@ static bool mark(hookd_outbox *o, row *r) {
   HOOKD_INC(outbox_errors);
   HLOG(HOOKD_LOG_ERROR, "outbox.mark_failed", KV_I("seq", r->seq), KV_S("event_id", r->event_id),
        KV_S("refused", why), KV_S("error", msg),
-       KV_S("hint", "the row stays unmarked and is left alone until hookd restarts"));
+       KV_S("hint", "the row stays unmarked and is left alone for 10 minutes (or until the relay "
+                    "connects again), then taken again"));
   if (o->n_skip >= SKIP_MAX) { /* (more than SKIP_MAX: outbox.stuck) */
     o->stuck = true;
     return true;
@@ -489,12 +519,22 @@ static bool mark(hookd_outbox *o, row *r) {
   /* out of memory for one more, the row is not left alone this time: taken again by the next
    * batch, its mark tried again (before, a review, the relay stopped: outbox.stuck until a
    * restart, for a transient failure of one realloc) */
-  long long *s = realloc(o->skip, (o->n_skip + 1) * sizeof *s);
+  skipped_row *s = realloc(o->skip, (o->n_skip + 1) * sizeof *s);
   if (s) {
     o->skip = s;
-    o->skip[o->n_skip++] = r->seq;
+    o->skip[o->n_skip++] = (skipped_row){r->seq, hookd_mono_ms() + o->skip_retry_ms};
   }
   return true;
+}
+
+/* The rows left alone whose time is up (all of them when everything is set): taken again. */
+static void skip_expire(hookd_outbox *o, bool everything) {
+  int64_t now = hookd_mono_ms();
+  size_t kept = 0;
+  for (size_t i = 0; i < o->n_skip; i++)
+    if (!everything && o->skip[i].due_ms > now) o->skip[kept++] = o->skip[i];
+  o->n_skip = kept;
+  if (kept < SKIP_MAX) o->stuck = false;
 }
 
 /* The run's skipped rows as a bigint[] literal (with_held: and the held rows not due at now). */
@@ -502,7 +542,7 @@ static int skip_array(const hookd_outbox *o, bool with_held, int64_t now, hookd_
   int rc = hookd_buf_puts(out, "{");
   bool any = false;
   for (size_t i = 0; !rc && i < o->n_skip; i++, any = true)
-    rc = hookd_buf_printf(out, "%s%lld", any ? "," : "", o->skip[i]);
+    rc = hookd_buf_printf(out, "%s%lld", any ? "," : "", o->skip[i].seq);
   for (size_t i = 0; !rc && with_held && i < o->n_held; i++) {
     if (o->held[i].due_ms <= now) continue;
     rc = hookd_buf_printf(out, "%s%lld", any ? "," : "", o->held[i].seq);
@@ -889,6 +929,7 @@ static int cycle(hookd_outbox *o, bool *cut) {
   *cut = false;
   hookd_app *app = o->app;
   uint64_t depth;
+  skip_expire(o, false);
   if (o->stuck) return -3;
   /* a batch takes half the room left under --max-store-queue at most: the whole of it would
    * make every publish and provider request meanwhile a 503 overloaded */
@@ -1105,9 +1146,10 @@ static void *main_loop(void *arg) {
       HOOKD_INC(outbox_errors);
       HLOG(HOOKD_LOG_ERROR, "outbox.stuck",
            KV_S("error", "more than 10,000 rows were refused and could not be marked "
-                         "(outbox.mark_failed): no row is relayed any more"),
+                         "(outbox.mark_failed): no row is relayed until they are taken again, "
+                         "10 minutes after each failed"),
            KV_S("hint", "let relay_error take the reasons (text), or mend the trigger refusing "
-                        "the UPDATE, then restart hookd"));
+                        "the UPDATE"));
       wait_for(o, BACKOFF_MAX_MS, false);
       continue;
     }
@@ -1148,6 +1190,9 @@ hookd_outbox *hookd_outbox_start(hookd_app *app, char *err, size_t errlen) {
     return NULL;
   }
   o->app = app;
+  const char *retry = getenv("HOOKD_OUTBOX_SKIP_RETRY_MS"); /* (tests: a short while) */
+  long long retry_ms = retry ? atoll(retry) : 0;
+  o->skip_retry_ms = retry_ms > 0 ? retry_ms : SKIP_RETRY_MS;
   if (!(o->password = find_password(cfg->outbox_url))) {
     free(o);
     snprintf(err, errlen, "outbox: out of memory");
@@ -1179,14 +1224,16 @@ hookd_outbox *hookd_outbox_start(hookd_app *app, char *err, size_t errlen) {
            /* each text column cut one past what the API takes (so that a cut value is still
             * refused, 422, and marked): a producer's bug writing 300 MB into one is neither
             * fetched nor held, as a payload over the bound is not */
-           "SELECT seq, left(tenant, 65), left(event_id, 129), left(type, 257),"
+           /* (::text: a column of another type, an int schema_version or a uuid event_id,
+            * failed every batch with "function left(integer, integer) does not exist") */
+           "SELECT seq, left(tenant::text, 65), left(event_id::text, 129), left(type::text, 257),"
            " CASE WHEN plen <= $3::bigint THEN payload::text END, "
            /* (an infinite time is NULL here, not an error failing every batch) */
            "CASE WHEN isfinite(occurred_at) THEN "
-           "floor(extract(epoch FROM occurred_at) * 1000)::bigint END, left(ordering_key, 257), "
+           "floor(extract(epoch FROM occurred_at) * 1000)::bigint END, left(ordering_key::text, 257), "
            "ordering_version, CASE WHEN channels IS NOT NULL THEN to_json(ARRAY(SELECT left(c, 129)"
            " FROM unnest(channels) WITH ORDINALITY u(c, i) WHERE i <= 65 ORDER BY i))::text END,"
-           " left(schema_version, 65), "
+           " left(schema_version::text, 65), "
            "CASE WHEN isfinite(created_at) THEN "
            "floor(extract(epoch FROM clock_timestamp() - created_at) * 1000)::bigint END, plen, "
            "(SELECT count(*) FROM r) "

@@ -116,7 +116,9 @@ describe('the dashboard\'s files', () => {
 
   it('the page holds no inline script or style, and its script writes no HTML', async () => {
     const page = await (await fetch(`${h.url}/dashboard`)).text();
-    for (const tag of page.match(/<script\b[^>]*>/g)) assert.match(tag, /\bsrc="\/dashboard\//, tag);
+    // (relative: served under a proxy's prefix, the page's files and calls keep it)
+    for (const tag of page.match(/<script\b[^>]*>/g)) assert.match(tag, /\bsrc="dashboard\//, tag);
+    for (const tag of page.match(/<link\b[^>]*>/g)) assert.match(tag, /\bhref="dashboard\//, tag);
     assert.ok(!/<script\b[^>]*>[^<]/.test(page), 'no inline script');
     assert.ok(!/\sstyle=|<style\b|\son[a-z]+=/.test(page), 'no inline style or handler');
     const js = await (await fetch(`${h.url}/dashboard/app.js`)).text();
@@ -223,7 +225,8 @@ describe('the dashboard page, run against the daemon', () => {
       // the event is found by its generated id, its numbers shown with every digit
       find(pub.json.id);
       await waitUntil(() => h2() === `event ${pub.json.id}`, { what: 'the event' });
-      assert.ok(view().includes(big), `the payload's integer exactly: ${view()}`);
+      assert.ok(view().includes(`"order_id": ${big}`), `the payload's integer exactly, as a number: ${view()}`);
+      assert.ok(!view().includes(`"${big}"`), 'not as a string');
       assert.ok(view().includes(version), 'the ordering_version exactly');
       // a delivery found by id (another tenant chosen) links to its endpoint in its own tenant
       find(deliveryId);
@@ -472,7 +475,7 @@ describe('endpoints from the page (a manager\'s portal link: the customer looks 
       await waitUntil(() => /^endpoints \(1\)/.test(h2()) || null, { what: 'deleted, back to the list' });
       assert.ok(!(await eps()).json.data.some((x) => x.id === id));
       const audit = (await h.api('GET', `/v1/audit?tenant=${mine.tenant}&limit=50`)).json.data;
-      for (const action of ['endpoint.update', 'endpoint.delete'])
+      for (const action of ['endpoint.create', 'endpoint.update', 'endpoint.delete'])
         assert.equal(audit.find((x) => x.action === action && x.target === id)?.reason, 'customer asked', action);
     } finally {
       w.close();
@@ -489,7 +492,7 @@ describe('event types from the catalog on the page', () => {
         assert.equal((await d.api('POST', '/v1/event-types', { name, description })).status, 201);
       const mine = await setup(d, r.url);
       const p = await d.api('POST', `/v1/tenants/${mine.tenant}/portal-access`, { role: 'manager' });
-      const w = await openLink(p.json.path, undefined, d);
+      const w = await openLink(p.json.path, (window) => { window.prompt = () => 'a new endpoint'; }, d);
       try {
         const doc = w.document;
         const boxes = () => [...doc.querySelectorAll('#view form.endpoint input[type="checkbox"]')];
@@ -725,6 +728,105 @@ describe('the audit log view', () => {
     } finally {
       w.close();
       await r.close();
+    }
+  });
+});
+
+// The page during an incident (a review of the dashboard): what an operator does under a slow or
+// failing API — a blank reason, a double click, a view changed while an action is out, an answer
+// lost — and what the page then says and sends.
+describe('the page\'s actions when the API is slow, fails or its answer is lost', () => {
+  // A fetch for the page that records each request (method, path, headers) and lets hold(test)
+  // take a request over: hold returns undefined to let it go, else a function (real) => answer.
+  const recording = (calls, hold = () => undefined) => (window, realFetch) => {
+    window.fetch = async (path, opts = {}) => {
+      calls.push({ method: opts.method ?? 'GET', path: String(path), headers: { ...(opts.headers ?? {}) } });
+      const take = hold(opts.method ?? 'GET', String(path));
+      return take ? take(() => realFetch(path, opts)) : realFetch(path, opts);
+    };
+  };
+  const posts = (calls, tail) => calls.filter((c) => c.method === 'POST' && c.path.endsWith(tail));
+  const button = (doc, label) => [...doc.querySelectorAll('#view button')].find((b) => b.textContent === label);
+
+  it('a blank reason sends nothing: the action is not done, and the page says a reason is required', async () => {
+    const calls = [];
+    let answer = '   ';
+    const page = await openWithTenant(tenant, (window, realFetch) => {
+      recording(calls)(window, realFetch);
+      window.prompt = () => answer;
+    });
+    const status = () => page.doc.getElementById('status').textContent;
+    try {
+      page.find(deliveryId);
+      await waitUntil(() => button(page.doc, 'Replay') || null, { what: 'the delivery and its Replay' });
+      button(page.doc, 'Replay').click();
+      await waitUntil(() => status().startsWith('Replay:') || null, { what: 'the refusal' });
+      assert.equal(status(), 'Replay: not done — a reason is required (it is kept in the audit log)');
+      answer = '';
+      button(page.doc, 'Replay').click();
+      await waitUntil(() => status().startsWith('Replay: not done') || null, { what: 'the refusal' });
+      assert.equal(posts(calls, '/replay').length, 0, 'nothing sent');
+    } finally {
+      page.w.close();
+    }
+  });
+
+  it('a form submitted twice while its request is out makes one endpoint', async () => {
+    const mine = await setup(h, recv.url);
+    const calls = [];
+    let release;
+    const held = new Promise((resolve) => { release = resolve; });
+    const page = await openWithTenant(mine.tenant, (window, realFetch) => {
+      recording(calls, (m, p) => (m === 'POST' && p.endsWith('/endpoints')
+        ? async (real) => { await held; return real(); } : undefined))(window, realFetch);
+      window.prompt = () => 'a second endpoint, INC-9';
+    });
+    try {
+      page.doc.querySelector('nav button[data-view="endpoints"]').click();
+      await waitUntil(() => page.doc.querySelector('#view form.endpoint') || null, { what: 'the form' });
+      const form = page.doc.querySelector('#view form.endpoint');
+      form.querySelector('[name="url"]').value = `${recv.url}/twice`;
+      form.dispatchEvent(new page.w.Event('submit', { cancelable: true }));
+      await waitUntil(() => posts(calls, '/endpoints').length === 1 || null, { what: 'the create sent' });
+      form.dispatchEvent(new page.w.Event('submit', { cancelable: true })); // the second click
+      release();
+      await waitUntil(() => page.h2().startsWith('endpoint ') || null, { what: 'the endpoint shown' });
+      assert.equal(posts(calls, '/endpoints').length, 1, 'one request for two clicks');
+      const made = (await h.api('GET', `/v1/tenants/${mine.tenant}/endpoints?kind=endpoint`)).json.data
+        .filter((x) => x.url === `${recv.url}/twice`);
+      assert.equal(made.length, 1);
+      assert.equal(posts(calls, '/endpoints')[0].headers['Hookd-Reason'], 'a second endpoint, INC-9', 'its reason sent');
+    } finally {
+      release();
+      page.w.close();
+    }
+  });
+
+  it('a new view takes the last one off the page at once; a find that fails leaves no stale object and says what was not found', async () => {
+    const calls = [];
+    let release;
+    const held = new Promise((resolve) => { release = resolve; });
+    const page = await openWithTenant(tenant, recording(calls, (m, p) =>
+      (p.includes('dlv_00000000000000000000000000') ? async (real) => { await held; return real(); } : undefined)));
+    const status = () => page.doc.getElementById('status').textContent;
+    try {
+      page.find(deliveryId);
+      await waitUntil(() => button(page.doc, 'Replay') || null, { what: 'the delivery' });
+      page.find('dlv_00000000000000000000000000');
+      assert.equal(button(page.doc, 'Replay'), undefined, 'the last view\'s Replay is gone while the find is out');
+      release();
+      await waitUntil(() => status().startsWith('404') || null, { what: 'not found' });
+      assert.equal(status(), `404 not_found: no delivery dlv_00000000000000000000000000, and no event of that id in ${tenant}`);
+      assert.equal(page.view(), '', 'nothing shown');
+      // an endpoint's or a job's id with no tenant chosen: said so, not a route's 404
+      page.doc.getElementById('tenant').value = '';
+      page.doc.getElementById('tenant').dispatchEvent(new page.w.Event('change'));
+      page.find('ep_00000000000000000000000000');
+      await waitUntil(() => status().startsWith('choose') || null, { what: 'the need of a tenant' });
+      assert.equal(status(), 'choose a tenant: an endpoint is found in its tenant');
+    } finally {
+      release();
+      page.w.close();
     }
   });
 });

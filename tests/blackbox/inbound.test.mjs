@@ -1934,9 +1934,13 @@ describe('forwarding', () => {
     const held = await h.api('GET', `/v1/inbox?tenant=${t}&state=unknown`);
     assert.equal(held.status, 200, held.text);
     assert.deepEqual(held.json.data.map((x) => x.id), [r.json.inbox_id]);
+    const delivered = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text),
+      'hookd_deliveries_delivered_total');
+    const before = await delivered();
     const settled = await h.api('POST', '/v1/inbox/resolve', { ids: [r.json.inbox_id], outcome: 'completed', reason: 'in the ledger' });
     assert.equal(settled.status, 200, settled.text);
     assert.equal((await h.api('GET', `/v1/inbox?tenant=${t}&state=unknown`)).json.data.length, 0);
+    assert.equal(await delivered(), before, 'completed by an operator: no 2xx, not counted as delivered');
     const never = await h.api('GET', '/v1/inbox?tenant=tdel_never_made');
     assert.deepEqual([never.status, never.json.error.message], [404, 'tenant not found']);
     dest.releaseHanging();

@@ -297,6 +297,59 @@ test('a refused row whose reason does not fit is marked "refused"; one that cann
   } finally { await rx.close(); }
 });
 
+test('a table whose columns are of other types than the DDL\'s: an int schema_version is relayed as its text; a text ordering_version that is no integer is refused, marked, not published as 0', async () => {
+  const name = await table();
+  await pg.query(`ALTER TABLE ${name} ALTER schema_version TYPE int USING schema_version::int`);
+  await pg.query(`ALTER TABLE ${name} ALTER ordering_version TYPE text`);
+  const rx = await startReceiver();
+  const h = await startHookd({ args: relay(name) });
+  try {
+    const { tenant } = await setup(h, rx.url);
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload, schema_version, ordering_key, ordering_version)
+                    VALUES ('t1', $1, 'a.b', '{}', 2, 'k', '7'), ('t2', $1, 'a.b', '{}', 2, 'k', 'abc'),
+                    ('t3', $1, 'a.b', '{}', 2, 'k', '1.5')`, [tenant]);
+    await waitUntil(async () => (await rows(name)).length === 2, { what: 't1 relayed and deleted' });
+    const ev = (await h.api('GET', `/v1/tenants/${tenant}/events/t1`)).json;
+    assert.deepEqual([ev.schema_version, ev.ordering_version], ['2', 7], JSON.stringify(ev));
+    await waitUntil(async () => (await rows(name)).every((r) => r.relay_error), { what: 't2 and t3 marked' });
+    for (const r of await rows(name)) assert.match(r.relay_error, /^422 invalid_field: ordering_version must be an integer/, r.event_id);
+    assert.equal((await h.api('GET', `/v1/tenants/${tenant}/events/t2`)).status, 404, 'not published');
+  } finally {
+    await h.stop();
+    await rx.close();
+  }
+});
+
+test('a row that could not be marked is left alone for a while, not for ever: its seq given to a new row (the table made again, its sequence reset), that row is relayed', async () => {
+  const name = await table();
+  await pg.query(`CREATE FUNCTION ${name}_nomark() RETURNS trigger LANGUAGE plpgsql AS $$
+                  BEGIN IF NEW.event_id LIKE 'bad%' THEN RAISE EXCEPTION 'not this one'; END IF; RETURN NEW; END $$`);
+  await pg.query(`CREATE TRIGGER ${name}_nomark BEFORE UPDATE ON ${name} FOR EACH ROW EXECUTE FUNCTION ${name}_nomark()`);
+  const rx = await startReceiver();
+  // (left alone 2 s, not 10 minutes)
+  const h = await startHookd({ args: relay(name), env: { HOOKD_OUTBOX_SKIP_RETRY_MS: '2000' } });
+  try {
+    const { tenant } = await setup(h, rx.url);
+    // refused (no such tenant), and their marks refused by the trigger
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload) VALUES ('bad1', 'nobody', 'a.b', '{}'),
+                    ('bad2', 'nobody', 'a.b', '{}')`);
+    await h.waitForLog((l) => l.msg === 'outbox.mark_failed' && l.event_id === 'bad2');
+    const [s1, s2] = (await rows(name)).map((r) => Number(r.seq));
+    // the table made again, its sequence reset: a new row gets bad2's seq
+    await pg.query(`DROP TABLE ${name}`);
+    await table(name);
+    await pg.query(`SELECT setval('${name}_seq_seq', ${s2 - 1})`);
+    await pg.query(`INSERT INTO ${name} (event_id, tenant, type, payload) VALUES ('new2', $1, 'a.b', '{}')`, [tenant]);
+    assert.equal(Number((await rows(name))[0].seq), s2, 'the new row has the seq left alone');
+    await waitDelivery(h, 'new2', (d) => d.length === 1, 'the new row relayed once its seq is taken again');
+    await waitUntil(async () => (await rows(name)).length === 0, { what: 'and deleted' });
+    assert.ok(s1 < s2);
+  } finally {
+    await h.stop();
+    await rx.close();
+  }
+});
+
 test('an idle connection the server ends is logged with what libpq saw (not a later statement\'s "no connection") and made again', async () => {
   const name = await table();
   const rx = await startReceiver();

@@ -4,7 +4,10 @@
 'use strict';
 
 const $ = (id) => document.getElementById(id);
-const st = { key: sessionStorage.getItem('hookd.key') || '', tenant: '', poll: null, gen: 0, tgen: 0 };
+// acting: actions whose request is out; note: an action's "done", kept over the view it reopens;
+// lost: the Idempotency-Key and reason of each write whose answer was lost, for its next press
+const st = { key: sessionStorage.getItem('hookd.key') || '', tenant: '', poll: null, gen: 0, tgen: 0,
+  acting: 0, note: '', lost: new Map(), stale: '' };
 
 // el('td', {class: 'json'}, 'text', node, …): an element; strings become text nodes.
 function el(tag, attrs, ...kids) {
@@ -28,9 +31,13 @@ function show(...nodes) {
 }
 
 // A new view (a find, a list, another key): what the last one still had coming — a job's
-// polling, an answer on its way — is dropped. Returns the view's number, checked before showing.
+// polling, an answer on its way — is dropped, and the last one is taken off the page at once (its
+// buttons, left while the new one loads or after it failed, acted on what was no longer asked
+// for: a review). Returns the view's number, checked before showing.
 function navigate() {
   if (st.poll) { clearTimeout(st.poll); st.poll = null; }
+  st.stale = '';
+  show();
   return ++st.gen;
 }
 
@@ -40,30 +47,55 @@ function utf8(s) {
   return Array.from(new TextEncoder().encode(s), (b) => String.fromCharCode(b)).join('');
 }
 
-// The API: a bearer header, JSON both ways; an answer that is not 2xx throws with its error.
-async function api(method, path, body, reason) {
+// The API: a bearer header, JSON both ways; an answer that is not 2xx throws with its error
+// (.status: its HTTP status; .lost: no answer came — the request may have been done).
+// Paths are relative: behind a proxy that serves hookd under a prefix, the page's calls keep it.
+async function api(method, path, body, reason, idempotencyKey) {
   const headers = { Authorization: `Bearer ${st.key}` };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   if (reason) headers['Hookd-Reason'] = utf8(reason);
-  const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  if (idempotencyKey) headers['Idempotency-Key'] = idempotencyKey;
+  let r;
+  try {
+    r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  } catch (e) {
+    throw Object.assign(new Error(`no answer from hookd (${e.message})`), { lost: true });
+  }
   let json = null;
   try { json = parseExact(await r.text()); } catch { /* no body */ }
-  if (!r.ok) throw new Error(`${r.status} ${json?.error?.code ?? ''}: ${json?.error?.message ?? r.statusText}`);
+  if (!r.ok) {
+    const wait = r.headers.get('Retry-After');
+    const why = json?.error ? `${json.error.code}: ${json.error.message}`
+      : `${r.statusText || 'error'} (not hookd's JSON: a proxy's answer?)`;
+    throw Object.assign(new Error(`${r.status} ${why}${wait && /^\d+$/.test(wait) ? ` (try again in ${wait} s)` : ''}`),
+      { status: r.status });
+  }
   return json;
 }
 
 // JSON.parse rounds an integer past 2^53 (a payload's order id, a nanosecond ordering_version):
-// such a literal is read as the string of its exact digits instead (outside strings: a string
-// literal is matched first and kept as it is).
+// such a literal is read as its exact digits instead (outside strings: a string literal is
+// matched first and kept as it is), a Digits shown as a number — bare in a cell, unquoted inside
+// a JSON text (as a string there, it looked like one: a review). Its mark, chosen per page load,
+// passes through JSON.parse as a string no answer holds.
 const BIG_INT = /("(?:[^"\\]|\\.)*")|(?<![\d.eE+-])-?\d{16,}(?![\d.eE])/g;
+const BIG_MARK = `\u0000big${Math.random().toString(36).slice(2)}:`;
+const BIG_TEXT = new RegExp(`"\\\\u0000${BIG_MARK.slice(1)}(-?\\d+)"`, 'g');
+class Digits {
+  constructor(d) { this.d = d; }
+  toString() { return this.d; }
+  toJSON() { return BIG_MARK + this.d; }
+}
 function parseExact(text) {
   if (!text) return null;
   return JSON.parse(text.replace(BIG_INT, (m, str) =>
-    str ?? (Number.isSafeInteger(Number(m)) ? m : `"${m}"`)));
+    str ?? (Number.isSafeInteger(Number(m)) ? m : JSON.stringify(BIG_MARK + m))),
+  (k, v) => (typeof v === 'string' && v.startsWith(BIG_MARK) ? new Digits(v.slice(BIG_MARK.length)) : v));
 }
+const jsonText = (v) => JSON.stringify(v, null, 1).replace(BIG_TEXT, '$1');
 
 const enc = encodeURIComponent;
-const tpath = (rest, tenant = st.tenant) => `/v1/tenants/${enc(tenant)}${rest}`;
+const tpath = (rest, tenant = st.tenant) => `v1/tenants/${enc(tenant)}${rest}`;
 
 // An id that can be looked up is a link to its view, in the tenant of the row that names it
 // (a delivery found with no tenant chosen, or another one, links to its own endpoint). What it
@@ -78,7 +110,8 @@ function linkKind(key, kind) {
   return kind === 'inbox' ? undefined : KEY_KINDS[key];
 }
 function cell(key, v, tenant, kind) {
-  if (v !== null && typeof v === 'object') return el('td', { class: 'json' }, JSON.stringify(v, null, 1));
+  if (v instanceof Digits) return el('td', {}, v.d);
+  if (v !== null && typeof v === 'object') return el('td', { class: 'json' }, jsonText(v));
   const k = typeof v === 'string' && v ? linkKind(key, kind) : undefined;
   if (k) return el('td', {}, el('a', { class: 'id', onclick: () => find(v, tenant, k) }, v));
   return el('td', {}, v);
@@ -100,37 +133,85 @@ function kv(obj, skip = [], kind) {
     .map(([k, v]) => el('tr', {}, el('th', {}, k), cell(k, v, obj.tenant_id, kind))));
 }
 
-// An action asks for its reason (audited by the API), then runs and shows what it answered.
-async function act(label, run, after) {
-  const reason = prompt(`${label}: the reason (kept in the audit log)`);
-  if (reason === null) return;
-  const gen = st.gen;
-  try {
-    const res = await run(reason.trim());
-    if (gen !== st.gen) return; /* another view since: its answer is not shown over it */
-    status(`${label}: done`);
-    if (after) after(res);
-  } catch (e) { if (gen === st.gen) status(`${label}: ${e.message}`, true); }
+// A fresh Idempotency-Key for one action (a write the API makes safe to send again).
+function newKey() {
+  const b = new Uint8Array(16);
+  crypto.getRandomValues(b);
+  return `dashboard-${Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('')}`;
 }
 
-// act() as a button, not pressed again while its request is out (a replay clicked twice would
-// send twice: each is an operator's replay); a click that reaches it all the same (an event
-// dispatched by a script or an extension) runs nothing
-function action(label, run, after) {
+// An action on `what` (a delivery's id, say), begun in view gen: asks for its reason — required,
+// kept in the audit log (a blank one sent none: an action without a reason, a review) — runs
+// run(reason, idempotencyKey) and says what it answered. Under the view it was begun in, after(res)
+// draws the answer; the operator having moved on, the status line names what was done (a failure
+// too: it was never said, a review), and nothing is drawn over the newer view. idem, for a write
+// whose route reads an Idempotency-Key, names the request: when its answer is lost, its key and
+// reason are kept, and the next press sends them again — done once, whatever the first did.
+async function act(label, what, run, after, { idem, gen = st.gen } = {}) {
+  const lost = idem && st.lost.get(idem);
+  const reason = prompt(`${label}${what ? ` ${what}` : ''}: the reason (kept in the audit log)`,
+    lost ? lost.reason : undefined);
+  if (reason === null) return;
+  if (!reason.trim()) {
+    status(`${label}: not done — a reason is required (it is kept in the audit log)`, true);
+    return;
+  }
+  const key = idem ? (lost && lost.reason === reason.trim() ? lost.key : newKey()) : undefined;
+  let res, err;
+  st.acting++;
+  try { res = await run(reason.trim(), key); } catch (e) { err = e; } finally { st.acting--; }
+  if (idem && err?.lost) st.lost.set(idem, { key, reason: reason.trim() });
+  else if (idem) st.lost.delete(idem);
+  const here = gen === st.gen;
+  const name = here || !what ? label : `${label} ${what}`;
+  if (err) {
+    const again = !err.lost ? '' : idem
+      ? ': it may have been done — press again to make sure (the same Idempotency-Key: done once)'
+      : ': it may have been done — look before pressing again';
+    status(`${name}: ${err.message}${again}`, true);
+    return;
+  }
+  status(`${name}: done${!here && res?.id && res.id !== what ? ` (${res.id})` : ''}`);
+  if (here && after) {
+    st.note = `${label}: done`; // (kept by the view it reopens)
+    try { await after(res); } finally { st.note = ''; }
+  }
+}
+
+// act() as a button of the view being drawn, not pressed again while its request is out (a
+// replay clicked twice would send twice: each is an operator's replay); a click that reaches it
+// all the same (an event dispatched by a script or an extension) runs nothing
+function action(label, what, run, after, opts) {
+  const gen = st.gen;
   const b = el('button', { type: 'button', onclick: async () => {
     if (b.disabled) return;
     b.disabled = true;
-    try { await act(label, run, after); } finally { b.disabled = false; }
+    try { await act(label, what, run, after, { ...opts, gen }); } finally { b.disabled = false; }
   } }, label);
   return b;
 }
 
-// Runs a view's work; its answer is shown only while it is still the current view.
+// A form's submit: run(), the form's button disabled until it ends (a Create clicked twice made
+// two endpoints, a Preview two jobs: a review).
+function submitOnce(f, run) {
+  f.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const b = f.querySelector('button[type="submit"]');
+    if (b.disabled) return;
+    b.disabled = true;
+    try { await run(); } finally { b.disabled = false; }
+  });
+}
+
+// Runs a view's work; its answer is shown only while it is still the current view. What the
+// status line says meanwhile stays when it is not this work's: an action's answer that came in.
 async function guard(fn, gen = st.gen) {
+  const note = st.note; // (an action's "done": the view it reopens keeps it shown)
+  const busy = note ? `${note} …` : '…';
   try {
-    status('…');
+    status(busy);
     await fn();
-    if (gen === st.gen) status('');
+    if (gen === st.gen && $('status').textContent === busy) status(note);
   } catch (e) {
     if (gen === st.gen) status(e.message, true);
   }
@@ -154,8 +235,8 @@ function find(id, tenant, kind) {
   $('find').value = id;
   const gen = navigate();
   const by = {
-    delivery: async () => [showDelivery, await api('GET', `/v1/deliveries/${enc(id)}`)],
-    inbox: async () => [showInbox, await api('GET', `/v1/inbox/${enc(id)}`)],
+    delivery: async () => [showDelivery, await api('GET', `v1/deliveries/${enc(id)}`)],
+    inbox: async () => [showInbox, await api('GET', `v1/inbox/${enc(id)}`)],
     job: async () => [showJob, await api('GET', tpath(`/replays/${enc(id)}`, tenant))],
     // (with its last 7 days' counts: a page without them rather than none when that read fails)
     endpoint: async () => [showEndpoint, await api('GET', tpath(`/endpoints/${enc(id)}`, tenant)),
@@ -164,15 +245,21 @@ function find(id, tenant, kind) {
     // as generated ones do (another tenant's event of that id made the global lookup 409); a
     // generated id from another tenant than the chosen one is found globally
     event: async () => {
-      const global = () => api('GET', `/v1/events/${enc(id)}`);
+      const global = () => api('GET', `v1/events/${enc(id)}`);
       return [showEvent, !tenant ? await global() : await api('GET', tpath(`/events/${enc(id)}`, tenant))
-        .catch((e) => (id.startsWith('evt_') && e.message.startsWith('404') ? global() : Promise.reject(e)))];
+        .catch((e) => (id.startsWith('evt_') && e.status === 404 ? global() : Promise.reject(e)))];
     },
   };
   guard(async () => {
     const guess = kind ?? FORMS.find(([p]) => id.startsWith(p))?.[1] ?? 'event';
-    const got = await by[guess]().catch((e) => (!kind && guess !== 'event' && tenant
-      && e.message.startsWith('404') ? by.event() : Promise.reject(e)));
+    const noun = { job: 'replay job', endpoint: 'endpoint', delivery: 'delivery', inbox: 'inbox record' }[guess];
+    if ((guess === 'job' || guess === 'endpoint') && !tenant) // (was "no such route": a review)
+      throw new Error(`choose a tenant: ${guess === 'job' ? 'a replay job' : 'an endpoint'} is found in its tenant`);
+    const got = await by[guess]().catch((e) => (!kind && guess !== 'event' && tenant && e.status === 404
+      ? by.event().catch((e2) => Promise.reject(e2.status === 404 // (not "event not found" alone: a review)
+        ? Object.assign(new Error(`404 not_found: no ${noun} ${id}, and no event of that id in ${tenant}`), { status: 404 })
+        : e2))
+      : Promise.reject(e)));
     if (gen === st.gen) got[0](got[1], got[2]);
   }, gen);
 }
@@ -184,23 +271,27 @@ function showEvent(ev) {
 
 // (a replay's answer is the delivery without its attempts: read again, with them — or, that
 // read failing, the answer as it is)
-async function replayDelivery(d, why) {
-  const res = await api('POST', `/v1/deliveries/${enc(d.id)}/replay`, undefined, why);
-  return api('GET', `/v1/deliveries/${enc(d.id)}`).catch(() => res);
+async function replayDelivery(d, why, key) {
+  const res = await api('POST', `v1/deliveries/${enc(d.id)}/replay`, undefined, why, key);
+  return api('GET', `v1/deliveries/${enc(d.id)}`).catch(() => res);
 }
 
 function showDelivery(d) {
   show(el('h2', {}, `delivery ${d.id}`),
-    el('div', { class: 'actions' }, action('Replay', (why) => replayDelivery(d, why), showDelivery)),
+    el('div', { class: 'actions' }, action('Replay', `delivery ${d.id}`,
+      (why, key) => replayDelivery(d, why, key), showDelivery, { idem: `replay ${d.id}` })),
     kv(d, ['attempts'], 'delivery'), el('h2', {}, 'attempts'), table(d.attempts, d.tenant_id));
 }
 
 function showInbox(rec) {
-  const resolve = (outcome) => action(`Resolve ${outcome}`,
-    (why) => api('POST', `/v1/inbox/${enc(rec.id)}/resolve`, { outcome, reason: why }), showInbox);
+  const what = `inbox record ${rec.id}`;
+  const resolve = (outcome) => action(`Resolve ${outcome}`, what,
+    (why, key) => api('POST', `v1/inbox/${enc(rec.id)}/resolve`, { outcome, reason: why }, undefined, key),
+    showInbox, { idem: `resolve ${outcome} ${rec.id}` });
   show(el('h2', {}, `inbox record ${rec.id}`),
     el('div', { class: 'actions' },
-      action('Replay', (why) => api('POST', `/v1/inbox/${enc(rec.id)}/replay`, undefined, why), showInbox),
+      action('Replay', what, (why, key) => api('POST', `v1/inbox/${enc(rec.id)}/replay`, undefined, why, key),
+        showInbox, { idem: `replay ${rec.id}` }),
       resolve('completed'), resolve('dead_lettered'), resolve('retry')),
     kv(rec, ['deliveries'], 'inbox'), el('h2', {}, 'forwards'),
     table(rec.deliveries, rec.tenant_id, 'delivery'));
@@ -213,24 +304,24 @@ function showInbox(rec) {
 function endpointForm(ep, label, onBody) {
   const dest = Boolean(ep?.source_id);
   const typed = el('input', { name: 'event_types', placeholder: 'event types (a.b, c.*; none: every type)',
-    size: '30', value: (ep?.event_types ?? []).join(', ') });
+    size: '30', value: (ep?.event_types ?? []).join(', '), oninput: () => { typed.dataset.edited = '1'; } });
   const boxes = el('span', { class: 'types' });
   const f = el('form', { class: 'endpoint' },
     el('input', { name: 'url', placeholder: 'https://… (URL)', size: '40', value: ep?.url ?? '' }), ' ',
     el('input', { name: 'description', placeholder: 'description', value: ep?.description ?? '' }), ' ',
     dest ? '' : typed, ' ', dest ? '' : boxes, ' ', el('button', { type: 'submit' }, label));
   if (!dest) { // the catalog's types as boxes, ticked for the ones ep has; the rest stay typed
-    api('GET', '/v1/event-types?with_content=false&limit=500').then((r) => {
+    api('GET', 'v1/event-types?with_content=false&limit=500').then((r) => {
       const names = new Set(r.data.map((t) => t.name));
       const had = (ep?.event_types ?? []);
       boxes.replaceChildren(...r.data.map((t) => el('label', { title: t.description || '' },
         el('input', { type: 'checkbox', name: 'type', value: t.name, ...(had.includes(t.name) ? { checked: '' } : {}) }),
         ` ${t.name} `)));
-      typed.value = had.filter((x) => !names.has(x)).join(', ');
+      // (what the operator typed meanwhile stays: the late catalog wiped it, a review)
+      if (!typed.dataset.edited) typed.value = had.filter((x) => !names.has(x)).join(', ');
     }).catch(() => {}); // (no catalog read: the types are typed)
   }
-  f.addEventListener('submit', (e) => {
-    e.preventDefault();
+  submitOnce(f, () => {
     const v = Object.fromEntries(new FormData(f));
     const body = { url: v.url.trim(), description: v.description };
     if (!dest) {
@@ -238,8 +329,10 @@ function endpointForm(ep, label, onBody) {
       const types = [...new Set([...ticked, ...v.event_types.split(',').map((x) => x.trim()).filter((x) => x)])];
       body.event_types = types.length ? types : null;
     }
-    const same = (k) => JSON.stringify(body[k]) === JSON.stringify(ep[k] ?? null);
-    onBody(ep ? Object.fromEntries(Object.entries(body).filter(([k]) => !same(k))) : body);
+    // (event types are a set: the same ones in another order are no change)
+    const norm = (k, x) => JSON.stringify(k === 'event_types' && x ? [...x].sort() : x ?? null);
+    const same = (k) => norm(k, body[k]) === norm(k, ep[k]);
+    return onBody(ep ? Object.fromEntries(Object.entries(body).filter(([k]) => !same(k))) : body);
   });
   return f;
 }
@@ -247,13 +340,10 @@ function endpointForm(ep, label, onBody) {
 // The tenant's endpoints view's form for a new one: created, then shown with the signing secret
 // the API answers this once.
 function newEndpointForm() {
-  return [el('h2', {}, 'new endpoint'), endpointForm(null, 'Create', (body) => {
-    const gen = st.gen;
-    guard(async () => {
-      const ep = await api('POST', tpath('/endpoints'), body);
-      if (gen === st.gen) showEndpoint(ep, null);
-    }, gen);
-  })];
+  const gen = st.gen, tenant = st.tenant;
+  return [el('h2', {}, 'new endpoint'), endpointForm(null, 'Create', (body) => act('Create', 'endpoint',
+    (why, key) => api('POST', tpath('/endpoints', tenant), body, why, key), (ep) => showEndpoint(ep, null),
+    { gen, idem: `create ${tenant} ${JSON.stringify(body)}` }))];
 }
 
 // An endpoint's view again, read from the API (after one of its actions)
@@ -263,21 +353,27 @@ const reopenEndpoint = (ep) => () => find(ep.id, ep.tenant_id, 'endpoint');
 // offered to every key: the API refuses (403) what the key's role may not do.
 function showEndpoint(ep, stats) {
   const path = tpath(`/endpoints/${enc(ep.id)}`, ep.tenant_id);
+  const what = `endpoint ${ep.id}`;
   const secret = el('p', { class: 'json' });
   const edit = el('div');
+  const gen = st.gen;
   const acts = el('div', { class: 'actions' },
-    el('button', { type: 'button', onclick: () => edit.replaceChildren(endpointForm(ep, 'Save',
-      (body) => act('Save', (why) => api('PATCH', path, body, why), reopenEndpoint(ep)))) }, 'Edit'),
-    action(ep.enabled === false ? 'Enable' : 'Disable',
+    el('button', { type: 'button', onclick: () => edit.replaceChildren(endpointForm(ep, 'Save', (body) => {
+      if (!Object.keys(body).length) return status('Save: nothing changed'); // (a PATCH {} was audited)
+      return act('Save', what, (why) => api('PATCH', path, body, why), reopenEndpoint(ep), { gen });
+    })) }, 'Edit'),
+    action(ep.enabled === false ? 'Enable' : 'Disable', what,
       (why) => api('PATCH', path, { enabled: ep.enabled === false }, why), reopenEndpoint(ep)),
-    action('Send test event', (why) => api('POST', `${path}/test`, {}, why)),
+    action('Send test event', what, (why, key) => api('POST', `${path}/test`, {}, why, key), undefined,
+      { idem: `test ${ep.id}` }),
     el('button', { type: 'button', onclick: () => guard(async () => {
-      secret.textContent = `signing secret: ${(await api('GET', `${path}/secret`)).secret}`;
-    }) }, 'Show secret'),
-    action('Rotate secret', (why) => api('POST', `${path}/secret/rotate`, {}, why), (r) => {
+      const r = await api('GET', `${path}/secret`);
+      if (gen === st.gen) secret.textContent = `signing secret: ${r.secret}`;
+    }, gen) }, 'Show secret'),
+    action('Rotate secret', what, (why) => api('POST', `${path}/secret/rotate`, {}, why), (r) => {
       secret.textContent = r?.secret ? `signing secret: ${r.secret}` : '';
     }),
-    action('Delete', async (why) => {
+    action('Delete', what, async (why) => {
       if (!confirm(`Delete endpoint ${ep.id}? Its deliveries not sent yet are cancelled.`)) throw new Error('not deleted');
       return api('DELETE', path, undefined, why);
     }, () => view('endpoints')));
@@ -295,7 +391,8 @@ const JOB_ACTIONS = { preview: ['confirm', 'cancel'], running: ['pause', 'cancel
 function showJob(job) {
   const draw = st.jobDraw = (st.jobDraw || 0) + 1;
   const acts = (JOB_ACTIONS[job.state] || []).map((a) => action(a[0].toUpperCase() + a.slice(1),
-    (why) => api('POST', tpath(`/replays/${enc(job.id)}/${a}`), why ? { reason: why } : {}), showJobAnswer));
+    `replay job ${job.id}`, (why) => api('POST', tpath(`/replays/${enc(job.id)}/${a}`), { reason: why }),
+    showJobAnswer));
   // (held: items wait for an endpoint that fell behind — docs/replay.md "Held behind…")
   const held = job.held ? [el('p', { class: 'held' }, `held: endpoint ${job.held.endpoint_id} is behind`
     + ` (since ${job.held.since}); its items wait until it catches up, the others go on`)] : [];
@@ -311,15 +408,23 @@ function showJob(job) {
         try {
           const now = await api('GET', tpath(`/replays/${enc(job.id)}`));
           if (!current()) return;
-          if (st.stale) status(''); // (an action's error stays shown)
-          st.stale = false;
+          // an action's request out: its answer draws the job (a poll drawn meanwhile gave its
+          // button back enabled, pressed again: a review)
+          if (st.acting) return poll(delay);
+          // (the stale note cleared, nothing else: an action's error stays shown)
+          if (st.stale && $('status').textContent === st.stale) status('');
+          st.stale = '';
           showJob(now);
         } catch (e) { // (a node stopping answers 503): tried again, the progress said stale
           if (!current()) return;
+          if (e.status >= 400 && e.status < 500 && e.status !== 408 && e.status !== 429) {
+            status(`progress not read (${e.message}): not read again`, true); // (the key, the job gone)
+            return;
+          }
           const next = Math.min(delay * 2, 30000);
-          status(`progress not read (${e.message}): the counts shown may be old; reading again in `
-            + `${next / 1000} s`, true);
-          st.stale = true;
+          st.stale = `progress not read (${e.message}): the counts shown may be old; reading again in `
+            + `${next / 1000} s`;
+          status(st.stale, true);
           poll(next);
         }
       }, delay);
@@ -370,15 +475,14 @@ function replayForm() {
     el('input', { name: 'per_second', placeholder: 'per second (50)', size: '12' }), ' ',
     el('input', { name: 'reason', placeholder: 'reason (required)' }), ' ',
     el('button', { type: 'submit' }, 'Preview'));
-  f.addEventListener('submit', (e) => {
-    e.preventDefault();
+  submitOnce(f, () => {
     const v = Object.fromEntries(new FormData(f));
     const filter = { state: v.state };
     for (const k of ['endpoint', 'event_type', 'since', 'until']) if (v[k].trim()) filter[k] = v[k].trim();
     const body = { filter, reason: v.reason };
     if (v.per_second.trim()) body.rate = { per_second: Number(v.per_second) };
     const gen = st.gen;
-    guard(async () => {
+    return guard(async () => {
       const job = await api('POST', tpath('/replays'), body);
       if (gen === st.gen) await showJobAnswer(job);
     }, gen);
@@ -397,16 +501,16 @@ function view(name) {
       case 'dead': case 'retrying': case 'unknown':
         return list(`${name} deliveries`, 'delivery', tpath(`/deliveries?state=${name}&limit=100`), 'after');
       case 'conflicts':
-        return list('inbox conflicts', 'inbox', `/v1/inbox?tenant=${t}&state=conflict&limit=100`, 'before');
+        return list('inbox conflicts', 'inbox', `v1/inbox?tenant=${t}&state=conflict&limit=100`, 'before');
       case 'inbox-dead': return list('inbox dead-lettered', 'inbox',
-        `/v1/inbox?tenant=${t}&state=dead_lettered&limit=100`, 'before');
+        `v1/inbox?tenant=${t}&state=dead_lettered&limit=100`, 'before');
       case 'inbox-unknown': // held for an operator: each record's Resolve is on its own page
-        return list('inbox unknown', 'inbox', `/v1/inbox?tenant=${t}&state=unknown&limit=100`, 'before');
+        return list('inbox unknown', 'inbox', `v1/inbox?tenant=${t}&state=unknown&limit=100`, 'before');
       case 'replays': return list('replay jobs', 'job', tpath('/replays?limit=50'), 'after', replayForm());
       case 'audit': // (its ids: cursors; its targets: text)
-        return list('audit log', undefined, `/v1/audit?limit=100${st.tenant ? `&tenant=${t}` : ''}`, 'before');
+        return list('audit log', undefined, `v1/audit?limit=100${st.tenant ? `&tenant=${t}` : ''}`, 'before');
       case 'nodes': { // the store's nodes as the node serving this page sees them
-        const r = await api('GET', '/v1/nodes');
+        const r = await api('GET', 'v1/nodes');
         const { data, ...self } = r;
         return showFor(gen)(el('h2', {}, `nodes (${r.live} running)`), kv(self), table(data));
       }
@@ -429,14 +533,19 @@ async function loadTenants() {
   if (!st.key) { status('type an API key'); return; }
   try {
     status('…');
-    const r = await api('GET', '/v1/tenants?limit=500');
+    const r = await api('GET', 'v1/tenants?limit=500');
     if (tgen !== st.tgen) return; /* another key since */
     for (const t of r.data) list.append(el('option', { value: t.id }, t.name || ''));
     $('who').textContent = `${r.data.length}${r.next_cursor ? '+' : ''} tenant(s)`;
     if (r.data.length === 1 && !st.tenant) { st.tenant = r.data[0].id; $('tenant').value = st.tenant; }
     if (gen === st.gen) status('');
   } catch (e) {
-    if (tgen === st.tgen) status(e.message, true);
+    if (tgen !== st.tgen) return;
+    if (e.status === 401) { // (refused or expired: not kept in the tab, where it would be sent again)
+      st.key = '';
+      sessionStorage.removeItem('hookd.key');
+    }
+    status(e.status === 401 ? `${e.message} — type another key` : e.message, true);
   }
 }
 
