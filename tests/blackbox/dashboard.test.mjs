@@ -829,4 +829,114 @@ describe('the page\'s actions when the API is slow, fails or its answer is lost'
       page.w.close();
     }
   });
+
+  it('an answer lost on its way: the page says the replay may have been done; pressed again, it goes with the same Idempotency-Key and is done once', async () => {
+    const calls = [];
+    let lose = true;
+    const page = await openWithTenant(tenant, (window, realFetch) => {
+      recording(calls, (m, p) => (m === 'POST' && p.endsWith('/replay') && lose
+        ? async (real) => { lose = false; await real(); throw new TypeError('Failed to fetch'); } : undefined))(window, realFetch);
+      window.prompt = () => 'lost answer test';
+    });
+    const status = () => page.doc.getElementById('status').textContent;
+    const replays = async () => (await h.api('GET', `/v1/audit?tenant=${tenant}&limit=100`)).json.data
+      .filter((a) => a.action === 'delivery.replay' && a.target === deliveryId && a.reason === 'lost answer test').length;
+    try {
+      page.find(deliveryId);
+      await waitUntil(() => button(page.doc, 'Replay') || null, { what: 'the delivery' });
+      button(page.doc, 'Replay').click();
+      await waitUntil(() => status().startsWith('Replay:') || null, { what: 'the failure said' });
+      assert.equal(status(), 'Replay: no answer from hookd (Failed to fetch): it may have been done — press again to make sure (the same Idempotency-Key: done once)');
+      assert.equal(await replays(), 1, 'done, its answer lost');
+      button(page.doc, 'Replay').click();
+      await waitUntil(() => status() === 'Replay: done' || null, { what: 'the second press answered' });
+      const sent = posts(calls, '/replay');
+      assert.equal(sent.length, 2);
+      assert.match(sent[0].headers['Idempotency-Key'], /^dashboard-[0-9a-f]{32}$/);
+      assert.equal(sent[1].headers['Idempotency-Key'], sent[0].headers['Idempotency-Key'], 'the same key');
+      assert.equal(await replays(), 1, 'done once');
+      // an answer that came: the next press is a new replay, with a new key
+      button(page.doc, 'Replay').click();
+      await waitUntil(() => posts(calls, '/replay').length === 3 || null, { what: 'a third press sent' });
+      assert.notEqual(posts(calls, '/replay')[2].headers['Idempotency-Key'], sent[0].headers['Idempotency-Key']);
+      await waitUntil(async () => await replays() === 2 || null, { what: 'a second replay done' });
+      await waitUntil(() => button(page.doc, 'Replay')?.disabled === false || null, { what: 'drawn again' });
+    } finally {
+      page.w.close();
+    }
+  });
+
+  it('a running job\'s poll does not draw the job while its Pause is out: the button stays disabled, one pause for two clicks', async () => {
+    // two DEAD deliveries, replayed one a minute: the job stays running
+    const second = (await publish(h, tenant, { type: 'order.paid', payload: { n: 'pause' } })).json.id;
+    await waitDelivery(h, second, (x) => x[0]?.state === 'dead');
+    await waitDelivery(h, eventId, (x) => x[0]?.state === 'dead');
+    const job = await h.api('POST', `/v1/tenants/${tenant}/replays`,
+      { filter: { state: 'dead' }, reason: 'pause test', rate: { per_minute: 1 } });
+    assert.equal(job.status, 201, job.text);
+    assert.equal((await h.api('POST', `/v1/tenants/${tenant}/replays/${job.json.id}/confirm`)).status, 200);
+    const calls = [];
+    let release;
+    const held = new Promise((resolve) => { release = resolve; });
+    const page = await openWithTenant(tenant, (window, realFetch) => {
+      recording(calls, (m, p) => (m === 'POST' && p.endsWith('/pause') ? async (real) => { await held; return real(); }
+        : undefined))(window, realFetch);
+      window.prompt = () => 'pause test';
+    });
+    const status = () => page.doc.getElementById('status').textContent;
+    const gets = () => calls.filter((c) => c.method === 'GET' && c.path.endsWith(`/replays/${job.json.id}`)).length;
+    try {
+      page.find(job.json.id);
+      await waitUntil(() => page.h2() === `replay job ${job.json.id} — running` && button(page.doc, 'Pause') || null,
+        { what: 'the running job' });
+      button(page.doc, 'Pause').click();
+      await waitUntil(() => posts(calls, '/pause').length === 1 || null, { what: 'the pause sent' });
+      const polled = gets();
+      await waitUntil(() => gets() > polled || null, { what: 'a poll while the pause is out' });
+      await waitUntil(() => button(page.doc, 'Pause')?.disabled === true || null, { what: 'its button' });
+      button(page.doc, 'Pause').click();
+      button(page.doc, 'Pause').dispatchEvent(new page.w.MouseEvent('click'));
+      release();
+      await waitUntil(() => status().startsWith('Pause:') || null, { what: 'the pause answered' });
+      assert.equal(status(), 'Pause: done');
+      assert.equal(posts(calls, '/pause').length, 1, 'one pause for two clicks');
+      await waitUntil(() => page.h2() === `replay job ${job.json.id} — paused` || null, { what: 'drawn paused' });
+    } finally {
+      release();
+      page.w.close();
+      await h.api('POST', `/v1/tenants/${tenant}/replays/${job.json.id}/cancel`);
+    }
+  });
+
+  it('an action answered after the operator moved on: its answer is not drawn over the new view, and the status line names what it was done on', async () => {
+    let release, fail = false;
+    const held = new Promise((resolve) => { release = resolve; });
+    const page = await openWithTenant(tenant, (window, realFetch) => {
+      recording([], (m, p) => (m === 'POST' && p.endsWith('/replay') ? async (real) => {
+        await held;
+        return fail ? new Response('{"error":{"code":"unavailable","message":"stopping"}}',
+          { status: 503, headers: { 'Content-Type': 'application/json', 'Retry-After': '3' } }) : real();
+      } : undefined))(window, realFetch);
+      window.prompt = () => 'moved on test';
+    });
+    const status = () => page.doc.getElementById('status').textContent;
+    try {
+      for (const outcome of ['done', 'failed']) {
+        fail = outcome === 'failed';
+        page.find(deliveryId);
+        await waitUntil(() => button(page.doc, 'Replay') || null, { what: 'the delivery' });
+        button(page.doc, 'Replay').click();
+        page.find(eventId); // moved on while the replay is out
+        await waitUntil(() => page.h2() === `event ${eventId}` || null, { what: 'the event shown' });
+        release();
+        await waitUntil(() => status().startsWith(`Replay delivery ${deliveryId}:`) || null, { what: 'the answer said' });
+        assert.equal(status(), fail ? `Replay delivery ${deliveryId}: 503 unavailable: stopping (try again in 3 s)`
+          : `Replay delivery ${deliveryId}: done`);
+        assert.equal(page.h2(), `event ${eventId}`, 'the new view stays');
+      }
+    } finally {
+      release();
+      page.w.close();
+    }
+  });
 });

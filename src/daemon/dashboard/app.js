@@ -171,7 +171,7 @@ async function act(label, what, run, after, { idem, gen = st.gen } = {}) {
     status(`${name}: ${err.message}${again}`, true);
     return;
   }
-  status(`${name}: done${!here && res?.id && res.id !== what ? ` (${res.id})` : ''}`);
+  status(`${name}: done${!here && res?.id && !String(what).includes(res.id) ? ` (${res.id})` : ''}`);
   if (here && after) {
     st.note = `${label}: done`; // (kept by the view it reopens)
     try { await after(res); } finally { st.note = ''; }
