@@ -820,9 +820,9 @@ void hookd_api_endpoint_test(hookd_req *r, hookd_app *app) {
    * the endpoint's secret, is an event its receiver cannot tell from a real one — a publish */
   const hookd_principal *who = hookd_api_principal(r);
   if ((payload || json_object_get(body, "type")) && who && who->role != HOOKD_ROLE_ADMIN) {
-    hookd_req_error(r, 403, "forbidden",
-                    "an operator's key sends hookd's own test event (type hookd.test, its "
-                    "default payload): a type or payload of one's choosing takes an admin's key");
+    hookd_api_forbid(r, /* (counted and logged as every refusal: it was not, a review) */
+                     "an operator's key sends hookd's own test event (type hookd.test, its "
+                     "default payload): a type or payload of one's choosing takes an admin's key");
     goto done;
   }
   if (hookd_json_get_str(body, "type", &type) != (json_object_get(body, "type") ? 0 : 1) ||

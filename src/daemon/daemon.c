@@ -759,10 +759,18 @@ static void on_store_gone(const char *what) {
 }
 
 /* A store op or batch failed: one log line with the backend's error text (a locked or full
- * disk, I/O errors), at most one a second (a failing store fails every op), the rest counted. */
+ * disk, I/O errors), at most one a second (a failing store fails every op), the rest counted;
+ * and once a batch commits again, store.recovered with the failures not logged since the last
+ * line (before, a review, they were never said, nor the recovery). */
 static void on_store_failure(const char *queue, const char *what, const char *error) {
   static _Atomic int64_t last_ms;
   static _Atomic uint64_t suppressed;
+  if (!error) {
+    HLOG(HOOKD_LOG_INFO, "store.recovered", KV_S("queue", queue),
+         KV_I("failures_not_logged", atomic_exchange(&suppressed, 0)));
+    atomic_store(&last_ms, 0); /* (the next failure said at once) */
+    return;
+  }
   HOOKD_INC(store_errors);
   int64_t now = hookd_mono_ms(), last = atomic_load(&last_ms);
   if ((last && now - last < 1000) || !atomic_compare_exchange_strong(&last_ms, &last, now)) {

@@ -106,7 +106,8 @@ void hookd_storeq_set_settled_handler(void (*fn)(const char *queue, bool committ
 
 /* Who hears of store failures (process-wide; the daemon logs them, rate-limited): fn(queue,
  * what, error) for an op that failed with HOOKD_STORE_ERR ("op") or a batch whose transaction
- * or commit failed ("commit"), with the backend's error text, before the callers are told. */
+ * or commit failed ("commit"), with the backend's error text, before the callers are told; and
+ * fn(queue, "recovered", NULL) for the first batch that commits writes after a failed one. */
 void hookd_storeq_set_failure_handler(void (*fn)(const char *queue, const char *what,
                                                  const char *error));
 

@@ -838,6 +838,8 @@ describe('durability', () => {
     const { tenant } = await setup(h, r.url);
     const ready = () => h.api('GET', '/readyz', undefined, { Authorization: '' });
     assert.equal((await ready()).status, 200);
+    const slow = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_store_slow_batches_total');
+    const slowBefore = await slow();
     const release = await h.lockStore();
     let failed, notReady;
     try {
@@ -846,6 +848,7 @@ describe('durability', () => {
     } finally {
       await release();
     }
+    assert.ok(await slow() > slowBefore, 'a batch that failed after its busy wait is a slow batch');
     assert.equal(failed.status, 503, failed.text);
     assert.equal(notReady.status, 503);
     assert.equal(notReady.json.error.code, 'storage_unavailable');
@@ -853,6 +856,8 @@ describe('durability', () => {
     const ok = await publish(h, tenant, { type: 'a', payload: {} });
     assert.equal(ok.status, 202, ok.text);
     assert.equal((await ready()).status, 200, 'ready again once a commit succeeded');
+    await h.waitForLog((l) => l.msg === 'store.recovered' && l.queue === 'store-writer' && l.failures_not_logged >= 0,
+      10000, 'the recovery said');
     assert.equal((await h.stop()).code, 0);
     await r.close();
   });

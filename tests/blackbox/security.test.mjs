@@ -958,7 +958,10 @@ describe('the manager role (a customer looking after their own endpoints)', () =
     // nothing of another tenant
     assert.equal((await m('POST', `/v1/tenants/${b.tenant}/endpoints`, { url: recv.url })).status, 403);
     assert.equal((await m('GET', `/v1/tenants/${b.tenant}/endpoints/${b.endpoint}/secret`)).status, 403);
-    // nor what an admin alone does
+    // nor what an admin alone does, each refusal counted
+    const refusals = async () => sampleValue(parsePrometheus((await h.api('GET', '/metrics')).text), 'hookd_auth_failures_total');
+    const refusedBefore = await refusals();
+    let refusedHere = 0;
     for (const [method, path, body] of [['POST', '/v1/sources', { tenant: a.tenant, provider: 'stripe', secrets: ['whsec_x'], destinations: [{ url: recv.url }] }],
       ['PATCH', `/v1/tenants/${a.tenant}`, { name: 'x' }], ['DELETE', `/v1/tenants/${a.tenant}`, undefined],
       ['POST', '/v1/keys', { role: 'viewer', tenants: [a.tenant] }], ['POST', `/v1/tenants/${a.tenant}/portal-access`, undefined],
@@ -966,7 +969,9 @@ describe('the manager role (a customer looking after their own endpoints)', () =
       ['POST', `${eps}/${a.endpoint}/test`, { type: 'invoice.paid', payload: { forged: true } }], ['POST', '/v1/event-types', { name: 'x.y' }]]) {
       const r = await m(method, path, body);
       assert.equal(r.status, 403, `${method} ${path}: ${r.text}`);
+      refusedHere++;
     }
+    assert.equal(await refusals() - refusedBefore, refusedHere, 'hookd_auth_failures_total counts each 403');
     // an inbound source's destination is the source's (an admin's): a manager reads it and
     // enables or disables it, as an operator — its URL, secret and headers stay out of reach
     // (a review: a manager's key read a destination's gateway credential and redirected it)
