@@ -694,6 +694,48 @@ describe('the inbox conflicts view', () => {
   });
 });
 
+describe('an inbox record\'s Replay', () => {
+  it('asks first when a forward was given up by an operator (resolved dead_lettered at a destination that is not idempotent): declined, nothing is sent', async () => {
+    const dest = await startReceiver(() => 'hang');
+    const mine = await setup(h, recv.url);
+    const src = await h.api('POST', '/v1/sources', { tenant: mine.tenant, provider: 'stripe', secrets: ['whsec_gaveup'],
+      destinations: [{ url: dest.url, idempotent: false, timeout_ms: 300 }] });
+    assert.equal(src.status, 201, src.text);
+    const body = JSON.stringify({ id: 'evt_dash_gaveup', object: 'event', type: 'invoice.paid', data: { object: { id: 'in_1' } } });
+    const res = await fetch(`${h.url}${src.json.ingest_path}`, { method: 'POST', headers: sign.stripe(body, 'whsec_gaveup'), body });
+    const { inbox_id: id } = await res.json();
+    await waitUntil(async () => (await h.api('GET', `/v1/inbox/${id}`)).json.status === 'unknown' || null, { what: 'held unknown' });
+    const gaveUp = await h.api('POST', `/v1/inbox/${id}/resolve`, { outcome: 'dead_lettered', reason: 'not in the ledger?' });
+    assert.equal(gaveUp.status, 200, gaveUp.text);
+    const calls = [];
+    let asked = 0, answer = false;
+    const page = await openWithTenant(mine.tenant, (window, realFetch) => {
+      window.fetch = (path, opts = {}) => { calls.push(`${opts.method ?? 'GET'} ${path}`); return realFetch(path, opts); };
+      window.prompt = () => 'replay test';
+      window.confirm = () => { asked++; return answer; };
+    });
+    const status = () => page.doc.getElementById('status').textContent;
+    const replays = () => calls.filter((c) => c.startsWith('POST') && c.endsWith('/replay')).length;
+    const replay = () => [...page.doc.querySelectorAll('#view button')].find((b) => b.textContent === 'Replay');
+    try {
+      page.find(id);
+      await waitUntil(() => replay() || null, { what: 'the record and its Replay' });
+      replay().click();
+      await waitUntil(() => status().startsWith('Replay:') || null, { what: 'declined' });
+      assert.deepEqual([asked, status(), replays()], [1, 'Replay: not replayed', 0]);
+      answer = true;
+      replay().click();
+      await waitUntil(() => status() === 'Replay: done' || null, { what: 'replayed once confirmed' });
+      assert.deepEqual([asked, replays()], [2, 1]);
+      await dest.waitFor(2, 15000, 'sent again');
+    } finally {
+      page.w.close();
+      dest.releaseHanging();
+      await dest.close();
+    }
+  });
+});
+
 describe('the audit log view', () => {
   it('lists the chosen tenant\'s actions newest first, each with its actor, target and reason, and no other tenant\'s', async () => {
     const r = await startReceiver(() => ({ status: 400 }));

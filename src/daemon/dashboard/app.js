@@ -290,8 +290,15 @@ function showInbox(rec) {
     showInbox, { idem: `resolve ${outcome} ${rec.id}` });
   show(el('h2', {}, `inbox record ${rec.id}`),
     el('div', { class: 'actions' },
-      action('Replay', what, (why, key) => api('POST', `v1/inbox/${enc(rec.id)}/replay`, undefined, why, key),
-        showInbox, { idem: `replay ${rec.id}` }),
+      action('Replay', what, (why, key) => {
+        // a forward an operator gave up (resolved dead_lettered: its outcome uncertain, at a
+        // destination that is not idempotent) is sent again by this replay: asked first (a review)
+        const gaveUp = (rec.deliveries ?? []).filter((d) => d.state === 'dead' && d.dead_reason === 'operator');
+        if (gaveUp.length && !confirm(`${gaveUp.length} forward(s) of ${rec.id} were given up by an operator `
+          + '(resolved dead_lettered, the outcome uncertain): Replay sends them again, and a handler that is '
+          + 'not idempotent may act twice. Replay?')) throw new Error('not replayed');
+        return api('POST', `v1/inbox/${enc(rec.id)}/replay`, undefined, why, key);
+      }, showInbox, { idem: `replay ${rec.id}` }),
       resolve('completed'), resolve('dead_lettered'), resolve('retry')),
     kv(rec, ['deliveries'], 'inbox'), el('h2', {}, 'forwards'),
     table(rec.deliveries, rec.tenant_id, 'delivery'));
