@@ -221,9 +221,32 @@ static bool in_list(const json_t *v, const json_t *list, budget *b) {
 
 static bool match_object(const json_t *f, const json_t *v, budget *b);
 
+/* 1 when the filter object f names a field (not operators alone). */
+static bool names_fields(const json_t *f) {
+  const char *k;
+  const json_t *sub;
+  json_object_foreach((json_t *)f, k, sub) {
+    if (k[0] != '$') return true;
+  }
+  return false;
+}
+
 static bool match_node(const json_t *f, const json_t *v, budget *b) {
-  if (json_is_object(f)) return match_object(f, v, b);
-  return eq_any(v, f, b);
+  if (!json_is_object(f)) return eq_any(v, f, b);
+  /* fields against an array: one of its elements matches them, as a literal against an array
+   * (Hookdeck's {"items": {"id": 456}} over a list of items; before, a review, it never
+   * matched, and nothing else could say "an element with id 456") */
+  if (json_is_array(v) && names_fields(f)) {
+    size_t i;
+    const json_t *e;
+    json_array_foreach((json_t *)v, i, e) {
+      if (--b->left < 0) return false;
+      if (match_object(f, e, b)) return true;
+      if (b->left < 0) return false;
+    }
+    return false;
+  }
+  return match_object(f, v, b);
 }
 
 static bool match_op(enum op op, const json_t *arg, const json_t *v, budget *b) {
@@ -288,6 +311,7 @@ static bool match_object(const json_t *f, const json_t *v, budget *b) {
 
 int hookd_pfilter_match(const json_t *filter, const json_t *payload, long *left) {
   long mine = left && *left < HOOKD_PFILTER_BUDGET ? *left : HOOKD_PFILTER_BUDGET;
+  if (mine < HOOKD_PFILTER_FLOOR) mine = HOOKD_PFILTER_FLOOR;
   budget b = {mine};
   bool ok = json_is_object(filter) && match_object(filter, payload, &b);
   if (left) *left -= b.left < 0 ? mine : mine - b.left;

@@ -20,6 +20,11 @@
  * of one event's fan-out together. */
 #define HOOKD_PFILTER_BUDGET 10000
 #define HOOKD_PFILTER_EVENT_BUDGET 200000
+/* What each match may take even once the event's budget is spent: a filter of a few fields still
+ * takes the event (a review: one endpoint's costly filter, a portal manager's to write, made
+ * the cheap ones after it lose every event). An event's fan-out then takes at most
+ * EVENT_BUDGET + FLOOR per filtered endpoint. */
+#define HOOKD_PFILTER_FLOOR 200
 
 /* 0 when filter is a filter; else -1, path (the place under `payload_filter`, "" for the filter
  * itself; cut to path_cap) and why (what is wrong) filled in. */

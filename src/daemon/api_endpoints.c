@@ -463,21 +463,62 @@ static int created_before(ep_op *op, hookd_store_conn *c, const hookd_store_back
   return rc;
 }
 
+/* 1 when the comma-separated list has the pattern p[0..len) itself. */
+static bool list_has(const char *list, const char *p, size_t len) {
+  for (const char *q = list; q && *q;) {
+    size_t n = strcspn(q, ",");
+    if (n == len && !memcmp(q, p, len)) return true;
+    q = q[n] ? q + n + 1 : NULL;
+  }
+  return false;
+}
+
 /* While the event-type catalog holds a type, each pattern must match one (a typo would
- * subscribe to nothing, silently): HOOKD_STORE_LIMIT with err naming the pattern. */
-static int types_in_catalog(ep_op *op, hookd_store_conn *c, const hookd_store_backend *be) {
+ * subscribe to nothing, silently): HOOKD_STORE_LIMIT with err naming the pattern. The patterns
+ * the endpoint had already (had: its list before a PATCH) are not checked again: archiving a
+ * type stops new subscriptions to it, not the ones kept (a review: adding a type to the list
+ * meant dropping one archived since). */
+static int types_in_catalog(ep_op *op, hookd_store_conn *c, const hookd_store_backend *be,
+                            const char *had) {
+  const char *all = op->ep.event_types;
+  if (!all) return HOOKD_STORE_OK; /* every type */
+  size_t n = strlen(all);
+  char *fresh = malloc(n + 1);
+  int *place = malloc((n / 2 + 1) * sizeof *place); /* (each pattern takes 2 bytes at least) */
+  if (!fresh || !place) {
+    free(fresh);
+    free(place);
+    return HOOKD_STORE_ERR;
+  }
+  size_t len = 0;
+  int k = 0, i = 0;
+  for (const char *q = all; *q; i++) {
+    size_t m = strcspn(q, ",");
+    if (!list_has(had, q, m)) {
+      if (len) fresh[len++] = ',';
+      memcpy(fresh + len, q, m);
+      len += m;
+      place[k++] = i;
+    }
+    if (!q[m]) break;
+    q += m + 1;
+  }
+  fresh[len] = '\0';
   int bad = -1;
-  int rc = be->event_types_check(c, op->ep.event_types, &bad);
+  int rc = k ? be->event_types_check(c, fresh, &bad) : HOOKD_STORE_OK;
+  if (rc == HOOKD_STORE_STATE) bad = bad >= 0 && bad < k ? place[bad] : 0;
+  free(fresh);
+  free(place);
   if (rc != HOOKD_STORE_STATE) return rc;
   const char *p = op->ep.event_types;
-  for (int i = 0; i < bad && p; i++) p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
-  size_t len = p ? strcspn(p, ",") : 0;
+  for (int j = 0; j < bad && p; j++) p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
+  size_t plen = p ? strcspn(p, ",") : 0;
   /* named by its place in the request (a pattern given twice is stored once) */
   size_t at = op->types_at ? op->types_at[bad] : (size_t)bad;
   snprintf(op->base.err, sizeof op->base.err,
            "event_types[%zu] (%.*s) matches no event type in the catalog that is not archived "
            "(GET /v1/event-types?include_archived=true lists every one)",
-           at, (int)(len > 128 ? 128 : len), p ? p : "");
+           at, (int)(plen > 128 ? 128 : plen), p ? p : "");
   op->bad_types = true;
   return HOOKD_STORE_LIMIT;
 }
@@ -488,7 +529,7 @@ static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   if (rc == 0) return created_before(op, c, be);
   if (rc != HOOKD_STORE_NOTFOUND) return rc;
   if (op->refused) return HOOKD_STORE_STATE; /* never made: the URL's refusal is the answer */
-  if ((rc = types_in_catalog(op, c, be)) != 0) return rc;
+  if ((rc = types_in_catalog(op, c, be, NULL)) != 0) return rc;
   rc = be->endpoint_create(c, &op->ep, op->base.app->cfg->max_endpoints_per_tenant);
   if (!rc)
     rc = hookd_api_audit(base, c, be, "endpoint.create", op->ep.id, op->ep.tenant_id,
@@ -806,13 +847,18 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
              "idempotent applies only to a destination of an inbound source");
     return HOOKD_STORE_LIMIT; /* answered 422 */
   }
+  char *had = (op->fields & F_TYPES) && op->ep.event_types ? strdup(op->ep.event_types) : NULL;
+  if ((op->fields & F_TYPES) && op->ep.event_types && !had) return HOOKD_STORE_ERR;
   const char *bad = apply_fields(op, &op->ep, false);
   if (bad) {
+    free(had);
     snprintf(op->base.err, sizeof op->base.err,
              "retry.%s is out of range (backoff_cap_ms must be >= backoff_base_ms)", bad);
     return HOOKD_STORE_LIMIT; /* answered 422 */
   }
-  if ((op->fields & F_TYPES) && (rc = types_in_catalog(op, c, be)) != 0) return rc;
+  rc = op->fields & F_TYPES ? types_in_catalog(op, c, be, had) : 0;
+  free(had);
+  if (rc) return rc;
   if (op->fields & F_HEADERS) { /* the whole set is replaced; null (or {}) clears it */
     hookd_secret_free(op->ep.headers);
     op->ep.headers =

@@ -810,9 +810,11 @@ int hookd_api_channels(hookd_req *r, const json_t *v, const char *field, size_t 
   bool ok = n >= 1 && n <= 64, nomem = false; /* (at most max once each is kept once) */
   hookd_buf b;
   hookd_buf_init(&b, n * 130 + 1); /* (room for 64 names: never HOOKD_BUF_TOOBIG) */
+  size_t bad = n; /* the element refused, named in param (n: the list, or too many) */
   for (size_t i = 0; ok && i < n; i++) {
     const char *c = json_string_value(json_array_get(v, i));
     ok = c && hookd_id_valid(c, 128);
+    if (!ok) bad = i; /* (too many: the list's fault, named by it) */
     size_t j = 0; /* a name given twice is kept once */
     while (ok && j < i && strcmp(json_string_value(json_array_get(v, j)), c)) j++;
     if (ok && j == i) {
@@ -829,8 +831,10 @@ int hookd_api_channels(hookd_req *r, const json_t *v, const char *field, size_t 
   }
   if (!ok) {
     hookd_buf_free(&b);
+    char param[64]; /* (a review: "channels", where the docs give the path: "channels[1]") */
+    if (bad < n) snprintf(param, sizeof param, "%s[%zu]", field, bad);
     if (r) /* (none: the caller words the refusal) */
-      hookd_req_field_error(r, 422, "invalid_field", field,
+      hookd_req_field_error(r, 422, "invalid_field", bad < n ? param : field,
                             "%s must be null or an array of 1 to %zu channel names (1 to 128 "
                             "of letters, digits, '_', '-', '.', ':')",
                             field, max);

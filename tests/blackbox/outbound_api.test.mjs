@@ -810,6 +810,14 @@ describe('the event-type catalog', () => {
     assertError(archivedType, 422, 'invalid_field');
     // said so: the type is in the catalog, archived (a review read "matches no event type")
     assert.match(archivedType.json.error.message, /matches no event type in the catalog that is not archived \(GET \/v1\/event-types\?include_archived=true/);
+    // an endpoint that had it keeps it: adding a type to its list is not refused for the one
+    // archived since (a review: the customer had to drop it, and lose its events, to add one)
+    const kept = await d.api('PATCH', `/v1/tenants/${t}/endpoints/${e1}`, { event_types: ['invoice.voided', 'invoice.paid'] });
+    assert.equal(kept.status, 200, kept.text);
+    assert.deepEqual(kept.json.event_types, ['invoice.voided', 'invoice.paid']);
+    // a pattern it did not have is checked still, named by its place in the request
+    assertError(await d.api('PATCH', `/v1/tenants/${t}/endpoints/${e1}`,
+      { event_types: ['invoice.voided', 'invoice.paid', 'invoce.*'] }), 422, 'invalid_field', 'event_types[2] (invoce.*)');
     const back = await d.api('PATCH', '/v1/event-types/invoice.voided', { archived: false, description: 'voided' });
     assert.deepEqual([back.json.archived, back.json.description], [false, 'voided']);
     assert.equal((await ep({ event_types: ['invoice.voided'] })).status, 201);
@@ -1078,6 +1086,13 @@ describe('channels (one customer\'s user or account among the tenant\'s)', () =>
     const six = await publish(h, t, { type: 'c.x', payload: {}, channels: ['a', 'b', 'c', 'd', 'e', 'f'] });
     assertError(six, 422, 'invalid_field', 'channels must be');
     assert.equal(six.json.error.param, 'channels');
+    // a name refused is named by its path (a review: "channels" for every refusal)
+    for (const [channels, param] of [[['ok', 'a b'], 'channels[1]'], [[5], 'channels[0]'], ['one', 'channels']]) {
+      const ep = await h.api('POST', `/v1/tenants/${t}/endpoints`, { url: recv.url, channels });
+      assert.equal(ep.json.error?.param, param, ep.text);
+      const pub = await publish(h, t, { type: 'c.x', payload: {}, channels });
+      assert.equal(pub.json.error?.param, param, pub.text);
+    }
   });
 
   it('the events list by channel: the events published to it, the exact name (a "_" is no wildcard, a prefix no match), paged', async () => {
@@ -1113,6 +1128,27 @@ describe('channels (one customer\'s user or account among the tenant\'s)', () =>
 });
 
 describe('payload filters (an endpoint takes the events whose payload matches)', () => {
+  it('costly filters that spend the event\'s 200,000 steps do not take it from a cheap filter after them (200 steps each still)', async () => {
+    const d = await startHookd(); // (its own: this file's daemon takes bodies of 4 KiB at most)
+    try {
+      const { tenant: t } = await setup(d, recv.url);
+      const costly = { arr: { $in: Array.from({ length: 256 }, (_, i) => i + 100000) } };
+      for (let i = 0; i < 21; i++) { // 21 × 10,000 steps: past the event's 200,000
+        const r = await d.api('POST', `/v1/tenants/${t}/endpoints`, { url: recv.url, payload_filter: costly });
+        assert.equal(r.status, 201, r.text);
+      }
+      const cheap = await d.api('POST', `/v1/tenants/${t}/endpoints`, { url: recv.url, payload_filter: { k: 1 } });
+      assert.equal(cheap.status, 201, cheap.text);
+      const p = await publish(d, t, { id: 'budget-1', type: 'a.b', payload: { k: 1, arr: Array.from({ length: 10000 }, (_, i) => i) } });
+      assert.equal(p.status, 202, p.text);
+      const eps = (await d.api('GET', `/v1/events/${p.json.id}`)).json.deliveries.map((x) => x.endpoint_id);
+      assert.ok(eps.includes(cheap.json.id), `the cheap filter took it: ${JSON.stringify(p.json)}`);
+      assert.equal(p.json.filters_gave_up, 21, 'each costly one gave up');
+    } finally {
+      assert.equal((await d.stop()).code, 0);
+    }
+  });
+
   it('the fan-out, a delivery by hand and a missing job follow the filter; PATCH null takes every payload; a bad filter is a 422 naming its path', async () => {
     const { tenant: t, endpoint: all } = await setup(h, recv.url);
     const filter = { amount: { $gte: 100 }, currency: { $in: ['usd', 'eur'] }, customer: { tier: { $exist: true } } };
@@ -1754,6 +1790,20 @@ describe('finding deliveries', () => {
     assert.deepEqual(await list(`until=${made[1].at}`), ['bill.paid']);
     assert.deepEqual(await list(`since=${made[1].at}&until=${made[2].at}`), ['bill.void']);
     assert.deepEqual(await list('event_type=nothing.*'), []);
+    // a prefix reads as an endpoint's pattern: "bill.*" is not the type "bill." itself (a review:
+    // the lists took it, the endpoint with "bill.*" did not get it)
+    const r2 = await startReceiver(() => ({ status: 200 }));
+    const ep2 = await h.api('POST', `/v1/tenants/${t}/endpoints`, { url: r2.url, event_types: ['bill.*'] });
+    assert.equal(ep2.status, 201, ep2.text);
+    const dot = await publish(h, t, { type: 'bill.', payload: {} });
+    assert.equal(dot.status, 202, dot.text);
+    await waitDelivery(h, dot.json.id, (ds) => ds.length >= 1 && ds.every((d) => d.state === 'delivered'));
+    assert.deepEqual((await h.api('GET', `/v1/events/${dot.json.id}`)).json.deliveries.map((d) => d.endpoint_id), [endpoint],
+      'the endpoint of bill.* did not take it');
+    assert.deepEqual(await list('event_type=bill.*'), ['bill.paid', 'bill.void']);
+    const evs = (await h.api('GET', `/v1/tenants/${t}/events?event_type=bill.*`)).json.data.map((e) => e.type).sort();
+    assert.deepEqual(evs, ['bill.paid', 'bill.void']);
+    await r2.close();
     assertError(await h.api('GET', `/v1/tenants/${t}/deliveries?event_type=a*b`), 400, 'invalid_parameter');
     assertError(await h.api('GET', `/v1/tenants/${t}/deliveries?since=yesterday`), 400, 'invalid_parameter');
     // a window given backwards is refused, not answered "nothing happened"

@@ -655,7 +655,8 @@ int pg_event_list(hookd_store_conn *c, const hookd_event_filter *f, hookd_event 
                      " channels, test_endpoint FROM events WHERE tenant_id = $1"
                      " AND seq < $2"
                      " AND ($3::text IS NULL OR type = $3)"
-                     " AND ($4::text IS NULL OR substr(type, 1, length($4::text)) = $4)"
+                     " AND ($4::text IS NULL OR length(type) > length($4::text)"
+                     " AND substr(type, 1, length($4::text)) = $4)"
                      " AND ($5::text IS NULL OR kind = $5)"
                      " AND created_at >= $6 AND created_at < $7"
                      /* one of its channels (comma-separated; a name holds no comma) */
@@ -760,7 +761,8 @@ static const char dl_list_wide_sql[] =
                  " AND ($5::text IS NULL OR d.endpoint_id = $5)"
                  " AND ($6::text IS NULL OR " IN_STATES("$6") ")"
                  " AND ($7::text IS NULL OR e.type = $7)"
-                 " AND ($8::text IS NULL OR substr(e.type, 1, length($8::text)) = $8)"
+                 " AND ($8::text IS NULL OR length(e.type) > length($8::text)"
+                 " AND substr(e.type, 1, length($8::text)) = $8)"
                  " AND d.created_at >= $9 AND d.created_at < $10" DL_LIST_END;
 #undef IN_STATES
 

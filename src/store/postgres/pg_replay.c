@@ -92,7 +92,8 @@ static int read_job(hookd_store_conn *c, const char *tenant_id, const char *id,
   " WHERE d.tenant_id = $1 AND d.state = $2"                                                    \
   " AND ($3::text IS NULL OR d.endpoint_id = $3)"                                               \
   " AND ($4::text IS NULL OR e.type = $4)"                                                      \
-  " AND ($5::text IS NULL OR substr(e.type, 1, length($5::text)) = $5)"                         \
+  " AND ($5::text IS NULL OR length(e.type) > length($5::text)"                                 \
+  " AND substr(e.type, 1, length($5::text)) = $5)"                                              \
   " AND d.created_at >= $6::bigint AND d.created_at < $7::bigint"
 
 /* $1 … $7 of SELECT_WHERE; -1 out of memory. */
@@ -150,7 +151,8 @@ static int select_missing(hookd_store_conn *c, const char *tenant_id, const hook
                      " AND (e.expires_at IS NULL"
                      " OR e.expires_at > $7::bigint)"
                      " AND ($3::text IS NULL OR e.type = $3)"
-                     " AND ($4::text IS NULL OR substr(e.type, 1, length($4::text)) = $4)"
+                     " AND ($4::text IS NULL OR length(e.type) > length($4::text)"
+                     " AND substr(e.type, 1, length($4::text)) = $4)"
                      " AND e.created_at >= $5::bigint AND e.created_at < $6::bigint"
                      " AND NOT EXISTS (SELECT 1 FROM deliveries d"
                      " WHERE d.event_seq = e.seq AND d.endpoint_id = $2)"

@@ -626,7 +626,8 @@ int sq_delivery_list(hookd_store_conn *c, const hookd_delivery_filter *f, hookd_
     base = tenant_base;
     extra = " AND (?6 IS NULL OR e.id = ?6) AND (?4 IS NULL OR d.endpoint_id = ?4)"
             " AND (?5 IS NULL OR " IN_STATES ") AND (?7 IS NULL OR e.type = ?7)"
-            " AND (?8 IS NULL OR substr(e.type, 1, length(?8)) = ?8)"
+            " AND (?8 IS NULL OR length(e.type) > length(?8)"
+            " AND substr(e.type, 1, length(?8)) = ?8)"
             " AND d.created_at >= ?9 AND d.created_at < ?10";
   }
   _Static_assert(HOOKD_DS__COUNT == 6, "one arm per state: ?11..?16");

@@ -42,7 +42,8 @@ int sq_event_list(hookd_store_conn *c, const hookd_event_filter *f, hookd_event 
                              " channels, test_endpoint FROM events WHERE tenant_id = ?1"
                              " AND seq < ?2"
                              " AND (?3 IS NULL OR type = ?3)"
-                             " AND (?4 IS NULL OR substr(type, 1, length(?4)) = ?4)"
+                             " AND (?4 IS NULL OR length(type) > length(?4)"
+                             " AND substr(type, 1, length(?4)) = ?4)"
                              " AND (?5 IS NULL OR kind = ?5)"
                              " AND created_at >= ?6 AND created_at < ?7"
                              /* one of its channels (comma-separated; a name holds no comma) */

@@ -96,7 +96,8 @@ static int read_job(hookd_store_conn *c, const char *tenant_id, const char *id,
   " WHERE d.tenant_id = ?1 AND d.state = ?2"                                                    \
   " AND (?3 IS NULL OR d.endpoint_id = ?3)"                                                     \
   " AND (?4 IS NULL OR e.type = ?4)"                                                            \
-  " AND (?5 IS NULL OR substr(e.type, 1, length(?5)) = ?5)"                                     \
+  " AND (?5 IS NULL OR length(e.type) > length(?5)"                                             \
+  " AND substr(e.type, 1, length(?5)) = ?5)"                                                    \
   " AND d.created_at >= ?6 AND d.created_at < ?7"
 
 static void bind_filter(sqlite3_stmt *st, const char *tenant_id, const hookd_replay_filter *f) {
@@ -139,7 +140,8 @@ static int select_missing(hookd_store_conn *c, const char *tenant_id, const hook
                              " AND (e.expires_at IS NULL"
                              " OR e.expires_at > ?8)"
                              " AND (?4 IS NULL OR e.type = ?4)"
-                             " AND (?5 IS NULL OR substr(e.type, 1, length(?5)) = ?5)"
+                             " AND (?5 IS NULL OR length(e.type) > length(?5)"
+                             " AND substr(e.type, 1, length(?5)) = ?5)"
                              " AND e.created_at >= ?6 AND e.created_at < ?7"
                              " AND NOT EXISTS (SELECT 1 FROM deliveries d"
                              " WHERE d.event_seq = e.seq AND d.endpoint_id = ?3)"
