@@ -170,7 +170,9 @@ static json_t *render(rp_op *op) {
 static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   rp_op *op = (rp_op *)base;
   read_back_free(op);
-  int rc = be->replay_get(c, op->tenant, op->id, &op->job, &op->detail);
+  /* a deleted tenant's jobs are 404 as its lists are (a review: read and acted on) */
+  int rc = hookd_api_tenant_known(base, c, be, op->tenant);
+  if (!rc) rc = be->replay_get(c, op->tenant, op->id, &op->job, &op->detail);
   if (rc) return rc;
   op->loaded = true;
   op->eps = calloc(op->detail.n_endpoints ? op->detail.n_endpoints : 1, sizeof *op->eps);
@@ -216,7 +218,7 @@ static void reply_get(hookd_api_op *base, int rc) {
     return;
   }
   if (rc) {
-    hookd_api_store_error(base, rc, "replay job");
+    hookd_api_store_error(base, rc, !strcmp(base->err, "tenant") ? "tenant" : "replay job");
     return;
   }
   hookd_req_reply_json(base->req, op->created ? 201 : 200, render(op));
@@ -512,7 +514,8 @@ static const char *const action_names[] = {"replay.confirm", "replay.pause", "re
 static int run_act(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   rp_op *op = (rp_op *)base;
   hookd_replay_job j;
-  int rc = be->replay_act(c, op->tenant, op->id, op->action, hookd_now_ms(), &j);
+  int rc = hookd_api_tenant_known(base, c, be, op->tenant);
+  if (!rc) rc = be->replay_act(c, op->tenant, op->id, op->action, hookd_now_ms(), &j);
   if (rc) return rc;
   op->expired = !strcmp(j.state, "expired"); /* refused; its expiry written */
   op->recalled = j.recalled;
@@ -532,7 +535,8 @@ static int run_act(hookd_store_conn *c, const hookd_store_backend *be, hookd_api
 static void reply_act(hookd_api_op *base, int rc) {
   rp_op *op = (rp_op *)base;
   if (rc || op->expired) {
-    hookd_api_store_error(base, rc ? rc : HOOKD_STORE_STATE, "replay job");
+    hookd_api_store_error(base, rc ? rc : HOOKD_STORE_STATE,
+                          !strcmp(base->err, "tenant") ? "tenant" : "replay job");
     return;
   }
   /* (a pause's or a cancel's take-back goes on at the replayer's steps, in chunks) */

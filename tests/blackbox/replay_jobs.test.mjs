@@ -573,6 +573,22 @@ describe('replay jobs: governance', () => {
 });
 
 describe('replay jobs: bounds', () => {
+  it('a deleted tenant\'s jobs are 404 (tenant not found), read or acted on, as its lists are', { timeout: 60000 }, async () => {
+    const { recv, ctl } = await switchableReceiver();
+    const { tenant } = await setup(h, recv.url, { retry: { max_attempts: 1 } });
+    await makeDead(h, tenant, ['x.del']);
+    ctl.ok = true;
+    const job = await createJob(h, tenant, { reason: 'before the delete' });
+    assert.equal(job.status, 201, job.text);
+    assert.equal((await h.api('DELETE', `/v1/tenants/${tenant}`, { reason: 'offboarded' })).status, 200);
+    for (const r of [await h.api('GET', jobPath(tenant, job.json.id)), await act(h, tenant, job.json.id, 'confirm', { reason: 'after' }),
+      await act(h, tenant, job.json.id, 'cancel', { reason: 'after' }), await h.api('GET', replaysPath(tenant))]) {
+      assertError(r, 404, 'not_found', 'a deleted tenant\'s job');
+      assert.equal(r.json.error.message, 'tenant not found');
+    }
+    await recv.close();
+  });
+
   it('a rate above what the replayer moves, a blank reason and a deleted endpoint are refused', { timeout: 60000 }, async () => {
     const { recv, ctl } = await switchableReceiver();
     const { tenant, endpoint } = await setup(h, recv.url, { retry: { max_attempts: 1 } });
@@ -862,6 +878,37 @@ describe('replay jobs: pause and cancel take back what was not sent', () => {
     for (const a of ['confirm', 'pause', 'resume', 'cancel']) {
       assertError(await act(h, tenant, id, a), 409, 'invalid_state', `${a} a cancelled job`);
     }
+    await recv.close();
+  });
+
+  it('a delivery the job moved and an operator then replayed by hand (its attempt due already: nothing brought forward) is the operator\'s: a cancel leaves it, and it is sent', { timeout: 60000 }, async () => {
+    const { recv, ctl } = await heldReceiver();
+    const { tenant } = await setup(h, recv.url, { retry: { max_attempts: 1 }, max_in_flight: 1 });
+    const total = 6;
+    const items = await makeDead(h, tenant, Array.from({ length: total }, () => 'tb.h'));
+    ctl.mode = 'hang';
+    const base = recv.requests.length;
+    const pv = await createJob(h, tenant, { reason: 'faster than the endpoint', rate: { per_second: 100 } });
+    assert.equal(pv.status, 201, pv.text);
+    const id = pv.json.id;
+    assert.equal((await act(h, tenant, id, 'confirm')).status, 200);
+    await waitJob(h, tenant, id, (j) => j.state === 'completed', 'every item moved');
+    await recv.waitFor(base + 1, 15000, 'the first moved delivery in flight');
+    // replayed by hand: one not claimed (a claimed one is 409), pending and due already
+    let mine = null;
+    for (const it of items) {
+      const r = await h.api('POST', `/v1/deliveries/${it.deliveryId}/replay`, { reason: 'this one now' });
+      if (r.status === 202) { mine = it; break; }
+      assert.equal(r.status, 409, r.text);
+    }
+    assert.ok(mine, 'a moved delivery not claimed yet');
+    const cc = await act(h, tenant, id, 'cancel', { reason: 'the endpoint cannot keep up' });
+    assert.equal(cc.status, 200, cc.text);
+    assert.notEqual((await getDelivery(h, mine.deliveryId)).state, 'dead', 'not taken back: the operator replayed it');
+    ctl.mode = 'ok';
+    recv.releaseHanging(200);
+    await waitUntil(async () => (await getDelivery(h, mine.deliveryId)).state === 'delivered' || null,
+      { timeout: 20000, what: 'the delivery replayed by hand sent' });
     await recv.close();
   });
 

@@ -964,6 +964,13 @@ int pg_retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **
                    " WHERE seq = $1 AND state IN ('pending','retrying') AND next_attempt_at > $2",
                    &p, "retry now");
   if (n < 0) return HOOKD_STORE_ERR;
+  if (!why) { /* an operator's replay: the delivery is theirs now, no replay job's to take back */
+    pg_p_init(&p);
+    pg_p_i64(&p, seq);
+    if (pg_x(c, "UPDATE deliveries SET lease_token = lease_token + 1 WHERE seq = $1", &p,
+             "retry now") < 0)
+      return HOOKD_STORE_ERR;
+  }
   if (!n) return hookd_retry_due_already(c->err, sizeof c->err, why);
   /* an inbound event's record shows its next attempt */
   return inbound ? pg_inbox_follow(c, seq, now_ms, NULL, NULL) : HOOKD_STORE_OK;

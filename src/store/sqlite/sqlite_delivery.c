@@ -829,7 +829,15 @@ int sq_retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **
   sq_bind_i64(st, 1, seq);
   sq_bind_i64(st, 2, now_ms);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "retry now");
-  if (!sqlite3_changes(c->db)) return hookd_retry_due_already(c->err, sizeof c->err, why);
+  bool changed = sqlite3_changes(c->db) > 0;
+  if (!why) { /* an operator's replay: the delivery is theirs now, no replay job's to take back */
+    st = sq_stmt(c, SQ_DL_RETRY_NOW_OWN,
+                 "UPDATE deliveries SET lease_token = lease_token + 1 WHERE seq = ?1");
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_i64(st, 1, seq);
+    if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "retry now");
+  }
+  if (!changed) return hookd_retry_due_already(c->err, sizeof c->err, why);
   /* an inbound event's record shows its next attempt */
   return inbound ? sq_inbox_follow(c, seq, now_ms, NULL, NULL) : HOOKD_STORE_OK;
 }
