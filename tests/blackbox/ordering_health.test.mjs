@@ -238,6 +238,10 @@ describe('endpoint health and ordering lanes', () => {
     }
     // the publisher is told: one delivery of v1 was created superseded (the ordered endpoint's)
     assert.deepEqual(superseded, { v2: 0, v1: 1, 'v2-again': 0, v3: 0 });
+    // each delivery names its lane (a review: a delivery waiting behind its lane's head read as
+    // due now, and nothing pointed to the lane)
+    const ev = (await h.api('GET', `/v1/events/${ids.v1}`)).json;
+    for (const d of ev.deliveries) assert.equal((await getDelivery(h, d.id)).ordering_key, 'cus-9');
     // a repeat of a publish answers its original result, superseded count included
     const first = (await publish(h, tenant, { id: 'ord-v0', type: 'a', payload: { name: 'v0' }, ordering_key: 'cus-9', ordering_version: 0 })).json;
     const again = (await publish(h, tenant, { id: 'ord-v0', type: 'a', payload: { name: 'v0' }, ordering_key: 'cus-9', ordering_version: 0 })).json;
