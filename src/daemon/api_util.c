@@ -955,7 +955,7 @@ json_t *hookd_json_delivery(const hookd_delivery *d) {
   /* an inbound forward's: each destination's own (the inbox record shows the latest) */
   if (v && d->result_ref) json_object_set_new(v, "result_ref", json_string(d->result_ref));
   /* its lane: a delivery waiting behind its lane's head reads as due now, and its key is how an
-   * operator finds that head (GET …/events?…; a review: nothing pointed to it) */
+   * operator finds that head among the endpoint's DEAD ones (a review: nothing pointed to it) */
   if (v && d->ordering_key) json_object_set_new(v, "ordering_key", str_or_null(d->ordering_key));
   return v;
 }

@@ -1230,7 +1230,8 @@ hookd_outbox *hookd_outbox_start(hookd_app *app, char *err, size_t errlen) {
            " CASE WHEN plen <= $3::bigint THEN payload::text END, "
            /* (an infinite time is NULL here, not an error failing every batch) */
            "CASE WHEN isfinite(occurred_at) THEN "
-           "floor(extract(epoch FROM occurred_at) * 1000)::bigint END, left(ordering_key::text, 257), "
+           "floor(extract(epoch FROM occurred_at) * 1000)::bigint END,"
+           " left(ordering_key::text, 257), "
            "ordering_version, CASE WHEN channels IS NOT NULL THEN to_json(ARRAY(SELECT left(c, 129)"
            " FROM unnest(channels) WITH ORDINALITY u(c, i) WHERE i <= 65 ORDER BY i))::text END,"
            " left(schema_version::text, 65), "

@@ -253,8 +253,8 @@ static void empty_values(void **st) {
       {"vnp_Amount=1&vnp_TxnRef=X", "vnp_TxnRef=X&vnp_BankTranNo=&vnp_Amount=1",
        "vnp_Amount=1&vnp_TxnRef=X", true},
       /* an empty value added to a query that had none: not signed, not forwarded */
-      {"vnp_Amount=1&vnp_TxnRef=X", "vnp_TxnRef=X&vnp_Amount=1&vnp_Zz=", "vnp_Amount=1&vnp_TxnRef=X",
-       true},
+      {"vnp_Amount=1&vnp_TxnRef=X", "vnp_TxnRef=X&vnp_Amount=1&vnp_Zz=",
+       "vnp_Amount=1&vnp_TxnRef=X", true},
       /* the Java sample's text: '*' kept, the empty value left out */
       {"vnp_Amount=1&vnp_OrderInfo=a*b&vnp_TxnRef=X",
        "vnp_TxnRef=X&vnp_BankTranNo=&vnp_OrderInfo=a%2Ab&vnp_Amount=1",

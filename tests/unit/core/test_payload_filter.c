@@ -55,8 +55,9 @@ static void literals_and_nesting(void **s) {
 /* A filter of fields against an array: one element matches them all (Hookdeck's
  * {"order": {"items": {"id": 456}}}); the fields of one element, not of several. */
 static bool m_items(const char *filter) {
-  static const char items[] = "{\"items\": [{\"id\": 455, \"sku\": \"a\"}, {\"id\": 456, \"sku\": \"b\"},"
-                              " 7, [\"x\"]], \"tags\": [\"vip\"]}";
+  static const char items[] = "{\"items\": [{\"id\": 455, \"sku\": \"a\"},"
+                              " {\"id\": 456, \"sku\": \"b\"}, 7, [\"x\"]],"
+                              " \"tags\": [\"vip\"]}";
   json_t *f = json_loads(filter, 0, NULL), *p = json_loads(items, 0, NULL);
   assert_non_null(f);
   assert_non_null(p);
