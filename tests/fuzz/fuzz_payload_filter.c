@@ -2,7 +2,8 @@
  * against every event of its tenant): the input is a filter and a payload, split at a 0x01 byte.
  * A filter the check accepts is matched against the payload three ways — parsed, through the
  * cache by its text over the payload, and through the cache over a stored envelope — and the
- * three must agree on YES, NO or OVER; a match never takes more steps than it is given. A filter
+ * three must agree on YES, NO or OVER; a match never takes more steps than it is given (or
+ * than HOOKD_PFILTER_FLOOR, when it is given fewer). A filter
  * the check refuses names a place and a reason. Nothing may crash, overrun or leak. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -43,9 +44,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       long budget = HOOKD_PFILTER_EVENT_BUDGET;
       int within = hookd_pfilter_match(filter, payload, &budget);
       check(within == direct && budget >= 0 && budget <= HOOKD_PFILTER_EVENT_BUDGET);
+      /* given fewer steps than the floor, a match takes the floor at most */
       long small = 3;
       int tight = hookd_pfilter_match(filter, payload, &small);
-      check(valid(tight) && small >= 0 && (tight == HOOKD_PFILTER_OVER || tight == direct));
+      check(valid(tight) && small >= 3 - HOOKD_PFILTER_FLOOR &&
+            (tight == HOOKD_PFILTER_OVER || tight == direct));
       char *compact = json_dumps(filter, JSON_COMPACT | JSON_ENCODE_ANY);
       check(compact != NULL);
       check(hookd_pfilter_match_payload(&cache, compact, payload, NULL) == direct);
