@@ -817,7 +817,8 @@ int pg_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox 
   " deliveries d WHERE d.event_seq = i.event_seq), 0) > $6::bigint) = ($8 = 2))"                \
   " AND ($9::text IS NULL OR i.provider_event_id = $9)"                                         \
   " AND ($10::text IS NULL OR " PG_INBOX_TYPE " = $10)"                                        \
-  " AND ($11::text IS NULL OR substr(" PG_INBOX_TYPE ", 1, length($11::text)) = $11)"          \
+  " AND ($11::text IS NULL OR length(" PG_INBOX_TYPE ") > length($11::text)"                   \
+  " AND substr(" PG_INBOX_TYPE ", 1, length($11::text)) = $11)"                                \
   " AND ($12::bigint = 0 OR i.received_at >= $12)"                                              \
   " AND ($13::bigint = 0 OR i.received_at < $13)"                                               \
   " AND i.seq < $4::bigint"

@@ -728,7 +728,8 @@ int sq_inbox_list(hookd_store_conn *c, const hookd_inbox_filter *f, hookd_inbox 
   " deliveries d WHERE d.event_seq = i.event_seq), 0) > ?6) = (?8 = 2))"                        \
   " AND (?9 IS NULL OR +i.provider_event_id = ?9)"                                              \
   " AND (?10 IS NULL OR " SQ_INBOX_TYPE " = ?10)"                                               \
-  " AND (?11 IS NULL OR substr(" SQ_INBOX_TYPE ", 1, length(?11)) = ?11)"                       \
+  " AND (?11 IS NULL OR length(" SQ_INBOX_TYPE ") > length(?11)"                                \
+  " AND substr(" SQ_INBOX_TYPE ", 1, length(?11)) = ?11)"                                       \
   " AND (?12 = 0 OR i.received_at >= ?12)"                                                      \
   " AND (?13 = 0 OR i.received_at < ?13)"                                                       \
   " AND i.seq < ?4"
