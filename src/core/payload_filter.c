@@ -2,7 +2,8 @@
  * filters"). A filter is an object: each field key names a field of the value it is matched
  * against, each "$" key an operator on that value itself; every key must match. A field's
  * filter is a literal (equal, or, when the field is an array, one element equal), an object of
- * operators, or an object of its own fields (the field must be an object). */
+ * operators, or an object of its own fields (the field must be an object, or an array one of
+ * whose elements matches them all; so must the payload itself). */
 #include "core/payload_filter.h"
 
 #include <stdio.h>
@@ -276,16 +277,18 @@ static bool match_op(enum op op, const json_t *arg, const json_t *v, budget *b) 
     if (json_is_array(v)) return eq_any(v, arg, b);
     return s && a && memmem(s, ls, a, la) != NULL;
   case OP_EXIST: return (v != NULL) == json_is_true(arg);
-  case OP_NOT: return !match_object(arg, v, b);
+  /* (through match_node: a filter of fields under them reads an array as a field's filter does
+   * — "$not": {"id": 456} over a list of items is the negation of {"id": 456}; a review) */
+  case OP_NOT: return !match_node(arg, v, b) && b->left >= 0;
   case OP_OR:
     json_array_foreach((json_t *)arg, i, e) {
-      if (match_object(e, v, b)) return true;
+      if (match_node(e, v, b)) return true;
       if (b->left < 0) return false;
     }
     return false;
   case OP_AND:
     json_array_foreach((json_t *)arg, i, e) {
-      if (!match_object(e, v, b)) return false;
+      if (!match_node(e, v, b)) return false;
     }
     return true;
   case OP_NONE: break;
@@ -313,7 +316,8 @@ int hookd_pfilter_match(const json_t *filter, const json_t *payload, long *left)
   long mine = left && *left < HOOKD_PFILTER_BUDGET ? *left : HOOKD_PFILTER_BUDGET;
   if (mine < HOOKD_PFILTER_FLOOR) mine = HOOKD_PFILTER_FLOOR;
   budget b = {mine};
-  bool ok = json_is_object(filter) && match_object(filter, payload, &b);
+  /* (the payload as a field's value: an array of objects is read element by element) */
+  bool ok = json_is_object(filter) && match_node(filter, payload, &b);
   if (left) *left -= b.left < 0 ? mine : mine - b.left;
   if (b.left < 0) return HOOKD_PFILTER_OVER;
   return ok ? HOOKD_PFILTER_YES : HOOKD_PFILTER_NO;

@@ -4,10 +4,11 @@
 'use strict';
 
 const $ = (id) => document.getElementById(id);
-// acting: actions whose request is out; note: an action's "done", kept over the view it reopens;
-// lost: the Idempotency-Key and reason of each write whose answer was lost, for its next press
+// acting: per view (its number), the actions whose request is out; note: an action's "done",
+// kept over the view it reopens; lost: the Idempotency-Key and reason of each write whose
+// answer was lost (or a 5xx), for its next press
 const st = { key: sessionStorage.getItem('hookd.key') || '', tenant: '', poll: null, gen: 0, tgen: 0,
-  acting: 0, note: '', lost: new Map(), stale: '' };
+  acting: new Map(), note: '', lost: new Map(), stale: '' };
 
 // el('td', {class: 'json'}, 'text', node, …): an element; strings become text nodes.
 function el(tag, attrs, ...kids) {
@@ -149,6 +150,7 @@ function newKey() {
 // reason are kept, and the next press sends them again — done once, whatever the first did.
 async function act(label, what, run, after, { idem, gen = st.gen } = {}) {
   const lost = idem && st.lost.get(idem);
+  const out = (n) => st.acting.set(gen, (st.acting.get(gen) || 0) + n);
   const reason = prompt(`${label}${what ? ` ${what}` : ''}: the reason (kept in the audit log)`,
     lost ? lost.reason : undefined);
   if (reason === null) return;
@@ -156,16 +158,21 @@ async function act(label, what, run, after, { idem, gen = st.gen } = {}) {
     status(`${label}: not done — a reason is required (it is kept in the audit log)`, true);
     return;
   }
-  const key = idem ? (lost && lost.reason === reason.trim() ? lost.key : newKey()) : undefined;
+  // (the kept key whatever the reason typed now: a new one would do it twice; the API refuses a
+  // key sent again with another reason, said so)
+  const key = idem ? (lost ? lost.key : newKey()) : undefined;
   let res, err;
-  st.acting++;
-  try { res = await run(reason.trim(), key); } catch (e) { err = e; } finally { st.acting--; }
-  if (idem && err?.lost) st.lost.set(idem, { key, reason: reason.trim() });
-  else if (idem) st.lost.delete(idem);
+  out(1);
+  try { res = await run(reason.trim(), key); } catch (e) { err = e; } finally { out(-1); }
+  // may have been done: no answer, or a 5xx (a proxy's 502, a commit whose outcome is unknown);
+  // done or refused by hookd: a 2xx or a 4xx; neither (a confirmation declined): kept as it was
+  const maybe = err && (err.lost || err.status >= 500);
+  if (idem && maybe) st.lost.set(idem, { key, reason: reason.trim() });
+  else if (idem && (!err || err.status)) st.lost.delete(idem);
   const here = gen === st.gen;
   const name = here || !what ? label : `${label} ${what}`;
   if (err) {
-    const again = !err.lost ? '' : idem
+    const again = !maybe ? '' : idem
       ? ': it may have been done — press again to make sure (the same Idempotency-Key: done once)'
       : ': it may have been done — look before pressing again';
     status(`${name}: ${err.message}${again}`, true);
@@ -417,7 +424,7 @@ function showJob(job) {
           if (!current()) return;
           // an action's request out: its answer draws the job (a poll drawn meanwhile gave its
           // button back enabled, pressed again: a review)
-          if (st.acting) return poll(delay);
+          if (st.acting.get(gen)) return poll(delay);
           // (the stale note cleared, nothing else: an action's error stays shown)
           if (st.stale && $('status').textContent === st.stale) status('');
           st.stale = '';

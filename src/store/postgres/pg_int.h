@@ -128,8 +128,8 @@ void pg_p_blob(pg_params *p, const void *b, size_t n);     /* bytea; b must outl
 /* An event-type filter (the API's "a.type", "*", or a prefix "a.*" or "a/" and '*'): appends two
  * parameters, the exact type and the prefix ("a.", "a/": malloc'd in *own, freed by the caller
  * after the statement), for "($e::text IS NULL OR e.type = $e) AND ($p::text IS NULL OR
- * substr(e.type, 1, length($p::text)) = $p)"; NULL and "*" send both NULL (as
- * sq_bind_type_filter binds). -1 when out of memory. */
+ * length(e.type) > length($p::text) AND substr(e.type, 1, length($p::text)) = $p)"; NULL and
+ * "*" send both NULL (as sq_bind_type_filter binds). -1 when out of memory. */
 int pg_bind_type_filter(pg_params *p, const char *type, char **own);
 
 /* Runs sql — a string literal: it is prepared once per connection, found again by its address —

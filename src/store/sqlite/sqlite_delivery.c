@@ -830,9 +830,22 @@ int sq_retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **
   sq_bind_i64(st, 2, now_ms);
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "retry now");
   bool changed = sqlite3_changes(c->db) > 0;
-  if (!why) { /* an operator's replay: the delivery is theirs now, no replay job's to take back */
+  if (!why) { /* an operator's replay: the delivery is theirs now, no replay job's to take back:
+               * the jobs' moves of it dropped (a take-back went by the token alone, and a claim
+               * given back unsent since made it the job's again: a review), and a job
+               * snapshotted before reads it changed. Not a lease lapsed and not swept yet: its
+               * token is the sweep's to move (the unknown hold reads it; a review). */
     st = sq_stmt(c, SQ_DL_RETRY_NOW_OWN,
-                 "UPDATE deliveries SET lease_token = lease_token + 1 WHERE seq = ?1");
+                 "UPDATE deliveries SET lease_token = lease_token + 1 WHERE seq = ?1"
+                 " AND state IN ('pending','retrying') AND leased_until IS NULL");
+    if (!st) return HOOKD_STORE_ERR;
+    sq_bind_i64(st, 1, seq);
+    if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "retry now");
+    st = sq_stmt(c, SQ_DL_RETRY_NOW_MOVES,
+                 "DELETE FROM replay_moves WHERE delivery_seq = ?1 AND job_seq IN"
+                 " (SELECT j.seq FROM replay_jobs j WHERE j.tenant_id ="
+                 " (SELECT tenant_id FROM deliveries WHERE seq = ?1)"
+                 " AND j.state IN ('running','paused','completed'))");
     if (!st) return HOOKD_STORE_ERR;
     sq_bind_i64(st, 1, seq);
     if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "retry now");

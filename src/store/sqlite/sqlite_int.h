@@ -30,7 +30,7 @@ enum sq_stmt_id {
   SQ_EV_INSERT, SQ_EV_BY_KEY, SQ_EV_GET, SQ_EV_COUNT_DL,
   SQ_DL_INSERT, SQ_DL_INSERT_SUPERSEDED, SQ_LANE_OPEN, SQ_LANE_ADVANCE, SQ_LANE_REPAIR,
   SQ_LANE_UNORDER, SQ_EP_CANCEL_LANES, SQ_EP_CANCEL_LEASED, SQ_EP_CANCEL_LEFT, SQ_EP_FLAG_CANCEL,
-  SQ_EP_CANCEL_NEXT, SQ_CLAIM_LIVE_EP, SQ_EP_IS_DEST, SQ_EP_DELETE_HOLD, SQ_EP_DELETED, SQ_SRC_DELETED, SQ_LANE_ORDERED_EPS, SQ_LANE_LET_IN, SQ_LANE_UNORDER_STEP, SQ_LANE_VERSION_GET, SQ_LANE_VERSION_SET, SQ_LANE_SETTLE, SQ_LANE_SETTLE_PURGED, SQ_DL_BY_EVENT, SQ_DL_GET, SQ_DL_ATTEMPTS, SQ_DL_REPLAY, SQ_DL_REPLAY_READ, SQ_INBOX_PROMOTE, SQ_DL_RETRY_NOW_READ, SQ_DL_RETRY_NOW, SQ_DL_RETRY_NOW_OWN, SQ_DL_SEQ_BY_ID, SQ_EV_DELIVER_READ, SQ_DL_OF_PAIR, SQ_DL_INSERT_MADE, SQ_LANE_NEWER,
+  SQ_EP_CANCEL_NEXT, SQ_CLAIM_LIVE_EP, SQ_EP_IS_DEST, SQ_EP_DELETE_HOLD, SQ_EP_DELETED, SQ_SRC_DELETED, SQ_LANE_ORDERED_EPS, SQ_LANE_LET_IN, SQ_LANE_UNORDER_STEP, SQ_LANE_VERSION_GET, SQ_LANE_VERSION_SET, SQ_LANE_SETTLE, SQ_LANE_SETTLE_PURGED, SQ_DL_BY_EVENT, SQ_DL_GET, SQ_DL_ATTEMPTS, SQ_DL_REPLAY, SQ_DL_REPLAY_READ, SQ_INBOX_PROMOTE, SQ_DL_RETRY_NOW_READ, SQ_DL_RETRY_NOW, SQ_DL_RETRY_NOW_OWN, SQ_DL_RETRY_NOW_MOVES, SQ_DL_SEQ_BY_ID, SQ_EV_DELIVER_READ, SQ_DL_OF_PAIR, SQ_DL_INSERT_MADE, SQ_LANE_NEWER,
   SQ_EV_DELIVER_BODY,
   SQ_DL_LIST, SQ_DL_LIST_EP, SQ_DL_LIST_STATE, SQ_DL_LIST_EP_STATE, SQ_DL_LIST_EVENT,
   SQ_DL_LIST_WIDE, SQ_DL_LIST_STATES, SQ_DL_LIST_EP_STATES, SQ_EP_STATS,
@@ -109,8 +109,9 @@ void sq_bind_i64(sqlite3_stmt *st, int i, int64_t v);
 void sq_bind_i64_or_null(sqlite3_stmt *st, int i, int64_t v); /* 0 binds NULL */
 /* An event-type filter (the API's "a.type", "*", or a prefix "a.*" or "a/" and '*'): binds an
  * exact type to parameter `exact`, or a prefix ("a.", "a/") to `prefix`, for "(?e IS NULL OR
- * e.type = ?e) AND (?p IS NULL OR substr(e.type, 1, length(?p)) = ?p)"; NULL and "*" bind
- * neither. */
+ * e.type = ?e) AND (?p IS NULL OR length(e.type) > length(?p) AND substr(e.type, 1,
+ * length(?p)) = ?p)" (longer than the prefix: as an endpoint's "a.*", not "a." itself); NULL
+ * and "*" bind neither. */
 void sq_bind_type_filter(sqlite3_stmt *st, int exact, int prefix, const char *type);
 char *sq_col_str(sqlite3_stmt *st, int i);                   /* strdup, NULL for NULL */
 /* An event's schema_version, ordering_key, ordering_version, channels and test_endpoint, from

@@ -82,6 +82,23 @@ static void arrays_of_objects(void **s) {
   assert_true(m_items("{\"$not\": {\"items\": {\"id\": 1}}}"));
   assert_false(m_items("{\"tags\": {\"id\": 1}}")); /* strings have no fields */
   assert_true(m_items("{\"items\": 7}")); /* a literal: one element equal, as before */
+  /* under $not, $or and $and too: a filter and its negation never both match (a review) */
+  assert_false(m_items("{\"items\": {\"$not\": {\"id\": 456}}}"));
+  assert_true(m_items("{\"items\": {\"$not\": {\"id\": 1}}}"));
+  assert_true(m_items("{\"items\": {\"$or\": [{\"id\": 456}, {\"id\": 1}]}}"));
+  assert_true(m_items("{\"items\": {\"$and\": [{\"id\": 456}, {\"sku\": \"b\"}]}}"));
+  /* each filter of an $and on its own: one element has id 456, another sku "a" */
+  assert_true(m_items("{\"items\": {\"$and\": [{\"id\": 456}, {\"sku\": \"a\"}]}}"));
+  assert_false(m_items("{\"items\": {\"$and\": [{\"id\": 456}, {\"sku\": \"c\"}]}}"));
+  /* a payload that is an array is read as a field's array is */
+  json_t *f = json_loads("{\"id\": 456}", 0, NULL);
+  json_t *not = json_loads("{\"$not\": {\"id\": 456}}", 0, NULL);
+  json_t *arr = json_loads("[{\"id\": 455}, {\"id\": 456}]", 0, NULL);
+  assert_int_equal(hookd_pfilter_match(f, arr, NULL), HOOKD_PFILTER_YES);
+  assert_int_equal(hookd_pfilter_match(not, arr, NULL), HOOKD_PFILTER_NO);
+  json_decref(f);
+  json_decref(not);
+  json_decref(arr);
 }
 
 static void comparisons(void **s) {
