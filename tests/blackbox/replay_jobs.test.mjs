@@ -912,6 +912,52 @@ describe('replay jobs: pause and cancel take back what was not sent', () => {
     await recv.close();
   });
 
+  it('a delivery replayed by hand, then claimed and given back unsent (its endpoint disabled), is still the operator\'s: a cancel leaves it', { timeout: 60000 }, async () => {
+    const { recv, ctl } = await heldReceiver();
+    const { tenant, endpoint } = await setup(h, recv.url, { retry: { max_attempts: 1 }, max_in_flight: 1 });
+    const items = await makeDead(h, tenant, Array.from({ length: 6 }, () => 'tb.u'));
+    ctl.mode = 'hang';
+    const base = recv.requests.length;
+    const pv = await createJob(h, tenant, { reason: 'faster than the endpoint', rate: { per_second: 100 } });
+    assert.equal(pv.status, 201, pv.text);
+    const id = pv.json.id;
+    assert.equal((await act(h, tenant, id, 'confirm')).status, 200);
+    await waitJob(h, tenant, id, (j) => j.state === 'completed', 'every item moved');
+    await recv.waitFor(base + 1, 15000, 'the first moved delivery in flight');
+    // every moved delivery not claimed yet, replayed by hand (a claimed one is 409)
+    const mine = [];
+    for (const it of items) {
+      const r = await h.api('POST', `/v1/deliveries/${it.deliveryId}/replay`, { reason: 'these now' });
+      if (r.status === 202) mine.push(it.deliveryId);
+      else assert.equal(r.status, 409, r.text);
+    }
+    assert.ok(mine.length >= 2, `replayed by hand: ${mine.length}`);
+    // the first answered: the next goes out (held open), and one of mine is claimed behind it
+    recv.releaseHanging(200);
+    await recv.waitFor(base + 2, 15000, 'the next one in flight');
+    const leased = async () => {
+      for (const d of mine) if ((await getDelivery(h, d)).lease) return d;
+      return null;
+    };
+    const claimed = await waitUntil(leased, { what: 'one replayed by hand claimed, not sent' });
+    assert.ok(!recv.requests.slice(base).some((q) => q.headers['webhook-id'] === items.find((x) => x.deliveryId === claimed).eventId),
+      'claimed, not sent');
+    // disabled: the claim is given back unsent (the release's mark), then the job is cancelled
+    assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { enabled: false })).status, 200);
+    await waitUntil(async () => !(await getDelivery(h, claimed)).lease || null, { what: 'the claim given back' });
+    const cc = await act(h, tenant, id, 'cancel', { reason: 'the endpoint cannot keep up' });
+    assert.equal(cc.status, 200, cc.text);
+    for (const d of mine) assert.notEqual((await getDelivery(h, d)).state, 'dead', `${d}: the operator's, not taken back`);
+    assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { enabled: true })).status, 200);
+    ctl.mode = 'ok';
+    recv.releaseHanging(200);
+    for (const d of mine) {
+      await waitUntil(async () => (await getDelivery(h, d)).state === 'delivered' || null,
+        { timeout: 20000, what: `${d} delivered` });
+    }
+    await recv.close();
+  });
+
   it('a pause puts them back in the job\'s queue; resumed, the job moves each again and each is sent once', { timeout: 60000 }, async () => {
     const { recv, ctl } = await heldReceiver();
     const { tenant } = await setup(h, recv.url, { retry: { max_attempts: 1 }, max_in_flight: 1 });

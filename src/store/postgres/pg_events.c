@@ -974,12 +974,7 @@ int pg_retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **
       return HOOKD_STORE_ERR;
     pg_p_init(&p);
     pg_p_i64(&p, seq);
-    if (pg_x(c,
-             "DELETE FROM replay_moves WHERE delivery_seq = $1 AND job_seq IN"
-             " (SELECT j.seq FROM replay_jobs j WHERE j.tenant_id ="
-             " (SELECT tenant_id FROM deliveries WHERE seq = $1)"
-             " AND j.state IN ('running','paused','completed'))",
-             &p, "retry now") < 0)
+    if (pg_x(c, "DELETE FROM replay_moves WHERE delivery_seq = $1", &p, "retry now") < 0)
       return HOOKD_STORE_ERR;
   }
   if (!n) return hookd_retry_due_already(c->err, sizeof c->err, why);

@@ -388,12 +388,17 @@ static const char *const migration_22[] = {
     " AND disabled_at IS NULL",
     NULL};
 
+/* 23: a delivery's replay-job moves, found by the delivery (SQLite's migration 57): an
+ * operator's replay by hand drops them (pg_retry_now). */
+static const char *const migration_23[] = {
+    "CREATE INDEX IF NOT EXISTS replay_moves_delivery ON replay_moves(delivery_seq)", NULL};
+
 static const char *const *const migrations[] = {
     migration_1,  migration_2,  migration_3,  migration_4,  migration_5,
     migration_6,  migration_7,  migration_8,  migration_9,  migration_10,
     migration_11, migration_12, migration_13, migration_14, migration_15,
     migration_16, migration_17, migration_18, migration_19, migration_20,
-    migration_21, migration_22};
+    migration_21, migration_22, migration_23};
 #define N_MIGRATIONS ((int64_t)(sizeof migrations / sizeof migrations[0]))
 
 /* The version recorded, 0 for a database hookd never touched; -1 on error. */

@@ -841,11 +841,7 @@ int sq_retry_now(hookd_store_conn *c, int64_t seq, int64_t now_ms, const char **
     if (!st) return HOOKD_STORE_ERR;
     sq_bind_i64(st, 1, seq);
     if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "retry now");
-    st = sq_stmt(c, SQ_DL_RETRY_NOW_MOVES,
-                 "DELETE FROM replay_moves WHERE delivery_seq = ?1 AND job_seq IN"
-                 " (SELECT j.seq FROM replay_jobs j WHERE j.tenant_id ="
-                 " (SELECT tenant_id FROM deliveries WHERE seq = ?1)"
-                 " AND j.state IN ('running','paused','completed'))");
+    st = sq_stmt(c, SQ_DL_RETRY_NOW_MOVES, "DELETE FROM replay_moves WHERE delivery_seq = ?1");
     if (!st) return HOOKD_STORE_ERR;
     sq_bind_i64(st, 1, seq);
     if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "retry now");

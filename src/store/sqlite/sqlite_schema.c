@@ -729,6 +729,11 @@ static const struct {
       * the nearest known. */
      "ALTER TABLE endpoints ADD COLUMN disabled_at INTEGER;"
      "UPDATE endpoints SET disabled_at = updated_at WHERE enabled = 0 AND deleted_at IS NULL;"},
+    {57,
+     /* A delivery's replay-job moves, found by the delivery: an operator's replay by hand drops
+      * them (sq_retry_now) — without it, that statement read every move of a week's jobs on
+      * the writer. */
+     "CREATE INDEX IF NOT EXISTS replay_moves_delivery ON replay_moves(delivery_seq);"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
