@@ -834,22 +834,32 @@ describe('replay jobs: pause and cancel take back what was not sent', () => {
     return { recv, ctl };
   }
 
-  it('a cancel, of a completed job too, puts back each moved delivery not claimed yet: DEAD as it was, never sent; what was claimed is sent', { timeout: 60000 }, async () => {
+  // total DEAD deliveries of type (beforeJob(items) run once they are), all moved by a job at
+  // 100/s to an endpoint of one request at a time whose receiver holds each request open: the
+  // first in flight, the rest moved and waiting.
+  async function jobAheadOfEndpoint(type, total = 6, beforeJob = async () => {}) {
     const { recv, ctl } = await heldReceiver();
-    const { tenant } = await setup(h, recv.url, { retry: { max_attempts: 1 }, max_in_flight: 1 });
-    const total = 8;
-    const items = await makeDead(h, tenant, Array.from({ length: total }, () => 'tb.c'));
-    const before = new Map();
-    for (const it of items) before.set(it.deliveryId, asWas(await getDelivery(h, it.deliveryId)));
+    const { tenant, endpoint } = await setup(h, recv.url, { retry: { max_attempts: 1 }, max_in_flight: 1 });
+    const items = await makeDead(h, tenant, Array.from({ length: total }, () => type));
+    await beforeJob(items);
     ctl.mode = 'hang';
     const base = recv.requests.length;
     const pv = await createJob(h, tenant, { reason: 'faster than the endpoint', rate: { per_second: 100 } });
     assert.equal(pv.status, 201, pv.text);
     const id = pv.json.id;
     assert.equal((await act(h, tenant, id, 'confirm')).status, 200);
-    // every item moved; the endpoint (one request at a time) holds its first one open
     await waitJob(h, tenant, id, (j) => j.state === 'completed', 'every item moved');
     await recv.waitFor(base + 1, 15000, 'the first moved delivery in flight');
+    return { recv, ctl, tenant, endpoint, items, id, base };
+  }
+
+  it('a cancel, of a completed job too, puts back each moved delivery not claimed yet: DEAD as it was, never sent; what was claimed is sent', { timeout: 60000 }, async () => {
+    const total = 8;
+    const before = new Map();
+    // every item moved; the endpoint (one request at a time) holds its first one open
+    const { recv, ctl, tenant, items, id, base } = await jobAheadOfEndpoint('tb.c', total, async (dead) => {
+      for (const it of dead) before.set(it.deliveryId, asWas(await getDelivery(h, it.deliveryId)));
+    });
     const cc = await act(h, tenant, id, 'cancel', { reason: 'the endpoint cannot keep up' });
     assert.equal(cc.status, 200, cc.text);
     assert.equal(cc.json.state, 'cancelled');
@@ -882,18 +892,7 @@ describe('replay jobs: pause and cancel take back what was not sent', () => {
   });
 
   it('a delivery the job moved and an operator then replayed by hand (its attempt due already: nothing brought forward) is the operator\'s: a cancel leaves it, and it is sent', { timeout: 60000 }, async () => {
-    const { recv, ctl } = await heldReceiver();
-    const { tenant } = await setup(h, recv.url, { retry: { max_attempts: 1 }, max_in_flight: 1 });
-    const total = 6;
-    const items = await makeDead(h, tenant, Array.from({ length: total }, () => 'tb.h'));
-    ctl.mode = 'hang';
-    const base = recv.requests.length;
-    const pv = await createJob(h, tenant, { reason: 'faster than the endpoint', rate: { per_second: 100 } });
-    assert.equal(pv.status, 201, pv.text);
-    const id = pv.json.id;
-    assert.equal((await act(h, tenant, id, 'confirm')).status, 200);
-    await waitJob(h, tenant, id, (j) => j.state === 'completed', 'every item moved');
-    await recv.waitFor(base + 1, 15000, 'the first moved delivery in flight');
+    const { recv, ctl, tenant, items, id } = await jobAheadOfEndpoint('tb.h');
     // replayed by hand: one not claimed (a claimed one is 409), pending and due already
     let mine = null;
     for (const it of items) {
@@ -913,17 +912,7 @@ describe('replay jobs: pause and cancel take back what was not sent', () => {
   });
 
   it('a delivery replayed by hand, then claimed and given back unsent (its endpoint disabled), is still the operator\'s: a cancel leaves it', { timeout: 60000 }, async () => {
-    const { recv, ctl } = await heldReceiver();
-    const { tenant, endpoint } = await setup(h, recv.url, { retry: { max_attempts: 1 }, max_in_flight: 1 });
-    const items = await makeDead(h, tenant, Array.from({ length: 6 }, () => 'tb.u'));
-    ctl.mode = 'hang';
-    const base = recv.requests.length;
-    const pv = await createJob(h, tenant, { reason: 'faster than the endpoint', rate: { per_second: 100 } });
-    assert.equal(pv.status, 201, pv.text);
-    const id = pv.json.id;
-    assert.equal((await act(h, tenant, id, 'confirm')).status, 200);
-    await waitJob(h, tenant, id, (j) => j.state === 'completed', 'every item moved');
-    await recv.waitFor(base + 1, 15000, 'the first moved delivery in flight');
+    const { recv, ctl, tenant, endpoint, items, id, base } = await jobAheadOfEndpoint('tb.u');
     // every moved delivery not claimed yet, replayed by hand (a claimed one is 409)
     const mine = [];
     for (const it of items) {
