@@ -1191,8 +1191,9 @@ hookd_outbox *hookd_outbox_start(hookd_app *app, char *err, size_t errlen) {
   }
   o->app = app;
   const char *retry = getenv("HOOKD_OUTBOX_SKIP_RETRY_MS"); /* (tests: a short while) */
-  long long retry_ms = retry ? atoll(retry) : 0;
-  o->skip_retry_ms = retry_ms > 0 ? retry_ms : SKIP_RETRY_MS;
+  long long retry_ms; /* (read as the other numbers: anything else is the default) */
+  o->skip_retry_ms = retry && !hookd_parse_ll(retry, 1, SKIP_RETRY_MS, &retry_ms) ? retry_ms
+                                                                                : SKIP_RETRY_MS;
   if (!(o->password = find_password(cfg->outbox_url))) {
     free(o);
     snprintf(err, errlen, "outbox: out of memory");
