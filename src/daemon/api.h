@@ -356,6 +356,7 @@ void hookd_api_inbox_replay(hookd_req *r, hookd_app *app);
 void hookd_api_inbox_replay_many(hookd_req *r, hookd_app *app);
 void hookd_api_event_publish(hookd_req *r, hookd_app *app);
 void hookd_api_event_get(hookd_req *r, hookd_app *app);
+void hookd_api_event_routing(hookd_req *r, hookd_app *app);
 void hookd_api_event_list(hookd_req *r, hookd_app *app);
 void hookd_api_event_republish(hookd_req *r, hookd_app *app);
 void hookd_api_delivery_get(hookd_req *r, hookd_app *app);

@@ -97,6 +97,8 @@ static const route routes[] = {
     {"GET", "/v1/tenants/{}/events/{}", HOOKD_PERM_READ, 0, hookd_api_event_get, NULL},
     {"POST", "/v1/tenants/{}/events/{}/deliveries", HOOKD_PERM_OPERATE, 0,
      hookd_api_event_deliver, NULL},
+    {"GET", "/v1/tenants/{}/events/{}/routing", HOOKD_PERM_READ, 0, hookd_api_event_routing,
+     ",limit,after,"},
     {"POST", "/v1/tenants/{}/events/{}/republish", HOOKD_PERM_OPERATE, 0,
      hookd_api_event_republish, NULL},
     {"DELETE", "/v1/tenants/{}/events/{}/payload", HOOKD_PERM_ADMIN, 0,

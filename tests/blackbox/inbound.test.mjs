@@ -3358,6 +3358,10 @@ describe('finding inbound events by their provider\'s type', () => {
     assert.deepEqual(await types(`/v1/tenants/${t}/events?kind=inbound&event_type=${q('orders/create')}`), ['orders/create']);
     assert.deepEqual(await types(`/v1/tenants/${t}/events?event_type=${q('orders/*')}`), ['orders/create', 'orders/paid'],
       '"orders/*" is a prefix: not "orders" itself');
+    // an inbound event goes to its source's destinations: no fan-out to explain
+    const routing = await h.api('GET', `/v1/tenants/${t}/events/${ids['orders/paid']}/routing`);
+    assert.deepEqual([routing.status, routing.json.error.code], [409, 'invalid_state'], routing.text);
+    assert.match(routing.json.error.message, /^an inbound event goes to its source's destinations/);
     const dl = await h.api('GET', `/v1/tenants/${t}/deliveries?event_type=${q('refunds/*')}`);
     assert.equal(dl.status, 200, dl.text);
     assert.equal(dl.json.data.length, 1);

@@ -1708,6 +1708,86 @@ describe('an event delivered to one more endpoint', () => {
   });
 });
 
+describe('why an endpoint did not get an event (GET …/events/{id}/routing)', () => {
+  it('names, for each endpoint of the tenant, its delivery or every reason it has none; paged by endpoint; an endpoint whose settings changed since reads changed_since', async () => {
+    const r = await startReceiver(() => ({ status: 200 }));
+    const { tenant, endpoint: taken } = await setup(h, r.url, { event_types: ['inv.*'] });
+    const make = async (fields) => {
+      const e = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: r.url, ...fields });
+      assert.equal(e.status, 201, e.text);
+      return e.json.id;
+    };
+    const disabled = await make({ event_types: ['inv.*'] });
+    assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${disabled}`, { enabled: false })).status, 200);
+    const types = await make({ event_types: ['ship.*'] });
+    const channels = await make({ channels: ['acme'] });
+    const filtered = await make({ payload_filter: { amount: { $gt: 100 } } });
+    const several = await make({ event_types: ['ship.*'], channels: ['acme'] });
+    const changed = await make({ event_types: ['ship.*'] });
+    // a source's destination is the source's: not one of the tenant's endpoints here
+    const src = await h.api('POST', '/v1/sources', { tenant, provider: 'github', secrets: ['gh_r'], destinations: [{ url: r.url }] });
+    assert.equal(src.status, 201, src.text);
+    const ev = await publish(h, tenant, { type: 'inv.paid', payload: { amount: 5 }, channels: ['other'] });
+    assert.equal(ev.status, 202, ev.text);
+    assert.equal(ev.json.deliveries, 1, 'fanned out to one endpoint');
+    assert.equal((await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${changed}`, { event_types: ['inv.*'] })).status, 200);
+    const later = await make({});
+    const path = `/v1/tenants/${tenant}/events/${ev.json.id}/routing`;
+    const all = await h.api('GET', path);
+    assert.equal(all.status, 200, all.text);
+    assert.equal(all.json.next_cursor, null);
+    const by = Object.fromEntries(all.json.data.map((x) => [x.endpoint_id, x]));
+    const want = [taken, disabled, types, channels, filtered, several, changed, later];
+    assert.deepEqual(Object.keys(by).sort(), [...want].sort(), 'the tenant\'s endpoints, no source\'s destination');
+    assert.deepEqual(all.json.data.map((x) => x.endpoint_id), [...want].sort(), 'by id');
+    const delivered = (await waitDelivery(h, ev.json.id, (ds) => ds[0]?.state === 'delivered'))[0];
+    const first = (await h.api('GET', path)).json.data.find((x) => x.endpoint_id === taken);
+    assert.deepEqual(first, { endpoint_id: taken, delivery_id: delivered.id, delivery_state: 'delivered', why_not: [], detail: null });
+    const why = (id) => by[id].why_not;
+    assert.deepEqual(why(disabled), ['disabled']);
+    assert.deepEqual(why(types), ['event_types']);
+    assert.deepEqual(why(channels), ['channels']);
+    assert.deepEqual(why(filtered), ['payload_filter']);
+    assert.deepEqual(why(several), ['event_types', 'channels'], 'every reason, in order');
+    assert.deepEqual(why(changed), ['changed_since'], 'its settings take the event now');
+    assert.deepEqual(why(later), ['created_after_event']);
+    assert.equal(by[several].detail, "the endpoint's event_types do not take the type", 'the first reason in words');
+    assert.match(by[changed].detail, /^the endpoint takes the event now/);
+    for (const id of want.slice(1)) assert.deepEqual([by[id].delivery_id, by[id].delivery_state], [null, null]);
+    // paged as the endpoints list: every endpoint once
+    const seen = [];
+    let cursor = null;
+    do {
+      const page = await h.api('GET', `${path}?limit=3${cursor ? `&after=${cursor}` : ''}`);
+      assert.equal(page.status, 200, page.text);
+      assert.ok(page.json.data.length <= 3);
+      seen.push(...page.json.data.map((x) => x.endpoint_id));
+      cursor = page.json.next_cursor;
+    } while (cursor);
+    assert.deepEqual(seen, [...want].sort());
+    // what it names is what the operator's delivery then does: the later endpoint gets it
+    const made = await h.api('POST', `/v1/tenants/${tenant}/events/${ev.json.id}/deliveries`, { endpoint: later, reason: 'routing said' });
+    assert.equal(made.status, 201, made.text);
+    const after = (await h.api('GET', path)).json.data.find((x) => x.endpoint_id === later);
+    assert.deepEqual([after.delivery_id, after.why_not], [made.json.id, []]);
+    // a purged payload leaves a filter nothing to match
+    assert.equal((await h.api('DELETE', `/v1/tenants/${tenant}/events/${ev.json.id}/payload`, { reason: 'test' })).status, 200);
+    const purged = (await h.api('GET', path)).json.data.find((x) => x.endpoint_id === filtered);
+    assert.deepEqual(purged.why_not, ['payload_purged']);
+    // a test event is for its one endpoint
+    const test = await h.api('POST', `/v1/tenants/${tenant}/endpoints/${types}/test`, { type: 'ship.test' });
+    assert.equal(test.status, 202, test.text);
+    const testRouting = (await h.api('GET', `/v1/tenants/${tenant}/events/${test.json.id}/routing`)).json.data;
+    assert.deepEqual(testRouting.find((x) => x.endpoint_id === several).why_not, ['test_event', 'channels']);
+    // not there; a bad page
+    assertError(await h.api('GET', `/v1/tenants/${tenant}/events/evt_nope/routing`), 404, 'not_found', 'event not found');
+    assertError(await h.api('GET', `/v1/tenants/t_nope_routing/events/${ev.json.id}/routing`), 404, 'not_found', 'tenant not found');
+    assertError(await h.api('GET', `${path}?limit=0`), 400, 'invalid_parameter');
+    assertError(await h.api('GET', `${path}?state=x`), 400, 'invalid_parameter');
+    await r.close();
+  });
+});
+
 describe('finding deliveries', () => {
   it('lists a tenant\'s deliveries by state and endpoint, paginated', async () => {
     const r = await startReceiver(() => ({ status: 400 }));
