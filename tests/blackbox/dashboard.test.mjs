@@ -592,6 +592,32 @@ describe('the dashboard and ids that producers choose', () => {
       w.close();
     }
   });
+
+  it('an event\'s view names the endpoints it did not reach and why, each a link to its endpoint', async () => {
+    const { tenant, endpoint: taken } = await setup(h, recv.url, { event_types: ['inv.*'] });
+    const other = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: recv.url, event_types: ['ship.*'], channels: ['acme'] });
+    assert.equal(other.status, 201, other.text);
+    const p = await publish(h, tenant, { type: 'inv.paid', payload: {} });
+    assert.equal(p.status, 202, p.text);
+    const { w, doc, find, h2 } = await openWithTenant(tenant);
+    try {
+      find(p.json.id);
+      await waitUntil(() => (h2() === `event ${p.json.id}` && doc.querySelectorAll('#view h2').length === 3) || null,
+        { what: `the event and its routing (status: ${doc.getElementById('status')?.textContent})` });
+      const heads = [...doc.querySelectorAll('#view h2')].map((x) => x.textContent);
+      assert.equal(heads[2], 'endpoints without a delivery, and why');
+      const tables = doc.querySelectorAll('#view table');
+      const missed = rowsOf(tables[tables.length - 1]);
+      assert.deepEqual(missed, [{ endpoint_id: other.json.id, why_not: 'event_types, channels',
+        detail: "the endpoint's event_types do not take the type" }], `not ${taken}: it has a delivery`);
+      const link = [...doc.querySelectorAll('#view a.id')].find((a) => a.textContent === other.json.id);
+      assert.ok(link, 'the endpoint is a link');
+      link.click();
+      await waitUntil(() => h2() === `endpoint ${other.json.id}` || null, { what: 'the endpoint opened' });
+    } finally {
+      w.close();
+    }
+  });
 });
 
 // A table of the view as its rows, each { column: the cell's text } (its header row left out).

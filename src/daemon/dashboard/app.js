@@ -251,10 +251,15 @@ function find(id, tenant, kind) {
     // an event: a producer's own id is unique within its tenant only, and it may start with evt_
     // as generated ones do (another tenant's event of that id made the global lookup 409); a
     // generated id from another tenant than the chosen one is found globally
+    // with, for an outbound event, why each endpoint without a delivery has none (the page
+    // without it rather than none when that read fails)
     event: async () => {
       const global = () => api('GET', `v1/events/${enc(id)}`);
-      return [showEvent, !tenant ? await global() : await api('GET', tpath(`/events/${enc(id)}`, tenant))
-        .catch((e) => (id.startsWith('evt_') && e.status === 404 ? global() : Promise.reject(e)))];
+      const ev = !tenant ? await global() : await api('GET', tpath(`/events/${enc(id)}`, tenant))
+        .catch((e) => (id.startsWith('evt_') && e.status === 404 ? global() : Promise.reject(e)));
+      return [showEvent, ev, ev.kind === 'outbound'
+        ? await api('GET', tpath(`/events/${enc(ev.id)}/routing?limit=500`, ev.tenant_id)).catch(() => null)
+        : null];
     },
   };
   guard(async () => {
@@ -271,9 +276,16 @@ function find(id, tenant, kind) {
   }, gen);
 }
 
-function showEvent(ev) {
+// routing: GET …/events/{id}/routing's answer (null: not read) — the endpoints the event did not
+// reach, each with why (the support question "my customer never got it")
+function showEvent(ev, routing) {
+  const missed = (routing?.data ?? []).filter((r) => r.why_not.length > 0)
+    .map((r) => ({ endpoint_id: r.endpoint_id, why_not: r.why_not.join(', '), detail: r.detail }));
+  const more = routing?.next_cursor ? [el('p', {}, 'the first 500 endpoints only')] : [];
   show(el('h2', {}, `event ${ev.id}`), kv(ev, ['deliveries'], 'event'),
-    el('h2', {}, 'deliveries'), table(ev.deliveries, ev.tenant_id, 'delivery'));
+    el('h2', {}, 'deliveries'), table(ev.deliveries, ev.tenant_id, 'delivery'),
+    ...(routing ? [el('h2', {}, 'endpoints without a delivery, and why'),
+      table(missed, ev.tenant_id, 'endpoint'), ...more] : []));
 }
 
 // (a replay's answer is the delivery without its attempts: read again, with them — or, that
