@@ -132,6 +132,20 @@ static int params(const char *pattern) {
   return n;
 }
 
+/* Whether a route keeps its answer under an Idempotency-Key (docs/api.md "Idempotency-Key"). */
+static bool reads_idempotency_key(void (*fn)(hookd_req *, hookd_app *)) {
+  static void (*const readers[])(hookd_req *, hookd_app *) = {
+      hookd_api_tenant_create,      hookd_api_endpoint_create,   hookd_api_endpoint_test,
+      hookd_api_source_create,      hookd_api_source_add_destination,
+      hookd_api_event_publish,      hookd_api_event_republish,   hookd_api_event_deliver,
+      hookd_api_delivery_replay,    hookd_api_inbox_resolve,     hookd_api_inbox_resolve_many,
+      hookd_api_inbox_replay,       hookd_api_inbox_replay_many,
+  };
+  for (size_t i = 0; i < sizeof readers / sizeof readers[0]; i++)
+    if (readers[i] == fn) return true;
+  return false;
+}
+
 /* Matches path against pattern; on success captures {} segments into r (false when one cannot
  * be held: out of memory). */
 static bool match(const char *pattern, const char *path, hookd_req *r, bool capture) {
@@ -336,6 +350,18 @@ bool hookd_api_gate(hookd_req *r, void *arg) {
         }
       }
     }
+  }
+  /* an Idempotency-Key on a write that keeps no answer under it (an API key's or a replay job's
+   * create, a PATCH, a DELETE) was ignored: sent again, the write was done again (a review: two
+   * API keys). Refused, so that a client sending one on every write learns which are not kept.
+   * (A provider's own headers on /in/ are the provider's.) */
+  if (strcmp(as, "GET") && rt->perm != HOOKD_PERM_PUBLIC && !reads_idempotency_key(rt->fn) &&
+      hookd_req_header(r, "Idempotency-Key")) {
+    hookd_req_error(r, 400, "invalid_header",
+                    "%s %s keeps no answer under an Idempotency-Key: send it without one (sent "
+                    "again, it is done again; docs/api.md lists the routes that keep one)",
+                    method, rt->pattern);
+    return false;
   }
   const char *reason = hookd_req_header(r, "Hookd-Reason");
   if (reason) {

@@ -221,6 +221,30 @@ describe('publish idempotency', () => {
 });
 
 describe('Idempotency-Key on creates and on a replay (a retry after a lost answer)', () => {
+  it('a write that keeps no answer under a key refuses one (400) and does nothing: a retry of it would be done again', async () => {
+    const k = { 'Idempotency-Key': 'not-kept-1' };
+    const keys = async () => (await h.api('GET', '/v1/keys')).json.data.length;
+    const had = await keys();
+    for (const [method, path, body] of [
+      ['POST', '/v1/keys', { role: 'viewer', name: 'idem' }],
+      ['POST', `/v1/tenants/${tenant}/portal-access`, {}],
+      ['POST', `/v1/tenants/${tenant}/replays`, { type: 'dead' }],
+      ['PATCH', `/v1/tenants/${tenant}`, { name: 'renamed by a retry' }],
+      ['DELETE', `/v1/tenants/${tenant}/endpoints/ep_none`, undefined],
+    ]) {
+      const r = await h.api(method, path, body, k);
+      assertError(r, 400, 'invalid_header');
+      assert.match(r.json.error.message, /keeps no answer under an Idempotency-Key/, `${method} ${path}`);
+    }
+    assert.equal(await keys(), had, 'no key made');
+    assert.notEqual((await h.api('GET', `/v1/tenants/${tenant}`)).json.name, 'renamed by a retry');
+    // a route that keeps one takes it; a read ignores it
+    const ep = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: recv.url }, { 'Idempotency-Key': 'kept-1' });
+    assert.equal(ep.status, 201, ep.text);
+    assert.equal((await h.api('GET', `/v1/tenants/${tenant}`, undefined, k)).status, 200);
+    assert.equal((await h.api('DELETE', `/v1/tenants/${tenant}/endpoints/${ep.json.id}`)).status, 200);
+  });
+
   it('an endpoint create sent again gets the endpoint the first made (its secret too), not a second one; another body is 409; once deleted, 409', async () => {
     const body = { url: recv.url, description: 'idem', event_types: ['idem.*'] };
     const k = { 'Idempotency-Key': 'ep-create-1' };
