@@ -33,6 +33,7 @@ struct hookd_api_op {
   char err[256]; /* the backend's error text when run failed */
   char actor[64];   /* the API key id of the principal ("" on public routes) */
   bool read_counted; /* one of its key's --max-reads-per-key (given back when it is freed) */
+  bool bad_after;    /* hookd_api_after_known refused the page's cursor (answered 400) */
   char reason[256]; /* Hookd-Reason header, for the audit log */
   int chain;        /* set by hookd_api_chain: 1 + HOOKD_API_* (the op runs again there) */
   /* hookd_api_keys_reload: the API keys read again after a change, and what answers then */
@@ -230,6 +231,13 @@ json_t *hookd_json_attempt(const hookd_attempt *a, const char *delivery_id);
 json_t *hookd_json_time(int64_t ms); /* RFC 3339 string, or null for 0 */
 /* In a run: HOOKD_STORE_NOTFOUND unless the tenant exists (a list under a mistyped tenant is
  * 404, not an empty page); the op's err names it. */
+/* In a run of a list paged by id: HOOKD_STORE_NOTFOUND, the op marked bad_after (answered 400
+ * naming `after` by hookd_api_store_error), unless `after` ("": none) is an id that list ever
+ * held — kind HOOKD_MADE_ENDPOINT or _SOURCE within tenant (NULL: any), _TENANT, or -1 an event
+ * type's name. A mistyped or another list's cursor read as a position ended the paging
+ * silently, with an empty or short page (a review). */
+int hookd_api_after_known(hookd_api_op *op, hookd_store_conn *c, const hookd_store_backend *be,
+                          int kind, const char *tenant, const char *after);
 int hookd_api_tenant_known(hookd_api_op *op, hookd_store_conn *c, const hookd_store_backend *be,
                            const char *tenant);
 /* A string, null for NULL; text that is not UTF-8 (a receiver's or provider's bytes) as a

@@ -666,6 +666,7 @@ static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api
   ep_op *op = (ep_op *)base;
   if (op->listing) {
     int rc = hookd_api_tenant_known(base, c, be, op->tenant);
+    if (!rc) rc = hookd_api_after_known(base, c, be, HOOKD_MADE_ENDPOINT, op->tenant, op->after);
     return rc ? rc
               : be->endpoint_list(c, op->tenant, op->after, op->limit + 1, op->kind,
                                   op->enabled_filter, &op->list, &op->n);

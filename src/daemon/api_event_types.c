@@ -193,6 +193,8 @@ done:
 
 static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   et_op *op = (et_op *)base;
+  int rc = hookd_api_after_known(base, c, be, -1, NULL, op->name);
+  if (rc) return rc;
   return be->event_type_list(c, op->archived_too, op->with_content, op->name, op->limit + 1,
                              &op->list, &op->n);
 }

@@ -978,6 +978,7 @@ static int run_get(hookd_store_conn *c, const hookd_store_backend *be, hookd_api
                              : HOOKD_STORE_OK; /* 404 "tenant" */
   /* the page: `limit` sources by id after `after`, one more telling whether there is a next
    * (read from the tenant's index: every source of the tenant, read for each page, before) */
+  if (!rc) rc = hookd_api_after_known(base, c, be, HOOKD_MADE_SOURCE, op->src.tenant_id, op->after);
   if (!rc)
     rc = be->source_page(c, op->src.tenant_id, op->provider_only, op->after, op->limit + 1,
                          &op->list, &op->n_list);

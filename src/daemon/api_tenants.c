@@ -350,7 +350,14 @@ static int by_id(const void *a, const void *b) {
 
 static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   tenants_op *op = (tenants_op *)base;
-  if (!op->scope[0]) return be->tenant_page(c, op->after, op->limit + 1, &op->list, &op->n);
+  if (!op->scope[0]) {
+    int rc = hookd_api_after_known(base, c, be, HOOKD_MADE_TENANT, NULL, op->after);
+    return rc ? rc : be->tenant_page(c, op->after, op->limit + 1, &op->list, &op->n);
+  }
+  if (op->after[0] && !hookd_principal_has_tenant(hookd_api_principal(base->req), op->after)) {
+    base->bad_after = true; /* (another tenant's id: not told whether it exists) */
+    return HOOKD_STORE_NOTFOUND;
+  }
   /* a scoped key: its own tenants that exist, paged as the full list is — by id, after the
    * cursor, limit per page */
   char names[sizeof op->scope], *sorted[sizeof op->scope / 2 + 1]; /* each id cut out in place */

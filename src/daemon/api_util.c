@@ -300,6 +300,12 @@ void hookd_api_submit_scan(hookd_api_op *op) {
 
 void hookd_api_store_error(hookd_api_op *op, int rc, const char *what) {
   const char *msg = op->err[0] ? op->err : hookd_store_strerror(rc);
+  if (op->bad_after && rc == HOOKD_STORE_NOTFOUND) {
+    hookd_req_field_error(op->req, 400, "invalid_parameter", "after",
+                          "after must be a next_cursor of this list: the id (or name) of "
+                          "one of the objects it lists");
+    return;
+  }
   switch (rc) {
   case HOOKD_STORE_NOTFOUND:
     hookd_req_error(op->req, 404, "not_found", "%s not found", what);
@@ -709,6 +715,23 @@ json_t *hookd_json_time(int64_t ms) {
   char buf[HOOKD_RFC3339_MAX];
   hookd_fmt_rfc3339_ms(ms, buf);
   return json_string(buf);
+}
+
+int hookd_api_after_known(hookd_api_op *op, hookd_store_conn *c, const hookd_store_backend *be,
+                          int kind, const char *tenant, const char *after) {
+  if (!after || !after[0]) return HOOKD_STORE_OK;
+  int rc;
+  if (kind < 0) {
+    hookd_event_type t = {0};
+    rc = be->event_type_get(c, after, &t);
+    free(t.name);
+    free(t.description);
+    free(t.schemas);
+  } else {
+    rc = be->ever_made(c, kind, tenant, after);
+  }
+  op->bad_after = rc == HOOKD_STORE_NOTFOUND;
+  return rc;
 }
 
 int hookd_api_tenant_known(hookd_api_op *op, hookd_store_conn *c, const hookd_store_backend *be,

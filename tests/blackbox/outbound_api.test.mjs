@@ -2098,6 +2098,41 @@ describe('events list', () => {
   });
 });
 
+describe('lists paged by id (tenants, endpoints, sources, event types)', () => {
+  it('a cursor that names nothing the list holds is 400, not an empty last page; a deleted endpoint\'s id still pages on', async () => {
+    const one = await setup(h, recv.url);
+    const two = await setup(h, recv.url);
+    const extra = await h.api('POST', `/v1/tenants/${one.tenant}/endpoints`, { url: recv.url });
+    assert.equal(extra.status, 201, extra.text);
+    const src = await h.api('POST', '/v1/sources', { tenant: two.tenant, provider: 'github', secrets: ['gh_c'], destinations: [{ url: recv.url }] });
+    assert.equal(src.status, 201, src.text);
+    const bad = (r, what) => {
+      assertError(r, 400, 'invalid_parameter', 'after must be a next_cursor of this list');
+      assert.equal(r.json.error.param, 'after', what);
+    };
+    bad(await h.api('GET', '/v1/tenants?after=garbage'), 'tenants');
+    bad(await h.api('GET', `/v1/tenants/${one.tenant}/endpoints?after=garbage`), 'endpoints');
+    bad(await h.api('GET', `/v1/tenants/${one.tenant}/endpoints?after=${two.endpoint}`), 'another tenant\'s endpoint');
+    bad(await h.api('GET', '/v1/sources?after=garbage'), 'sources');
+    bad(await h.api('GET', `/v1/sources?tenant=${one.tenant}&after=${src.json.id}`), 'another tenant\'s source');
+    bad(await h.api('GET', '/v1/event-types?after=no.such.type'), 'event types');
+    // a scoped key's cursor naming a tenant not its own: 400, whether that tenant exists or not
+    const key = await h.api('POST', '/v1/keys', { role: 'viewer', tenants: [one.tenant] });
+    assert.equal(key.status, 201, key.text);
+    const scoped = { Authorization: `Bearer ${key.json.key}` };
+    for (const t of [two.tenant, 'no-such-tenant']) bad(await h.api('GET', `/v1/tenants?after=${t}`, undefined, scoped), t);
+    assert.equal((await h.api('GET', `/v1/tenants?after=${one.tenant}`, undefined, scoped)).status, 200);
+    // the cursors handed out work, and a deleted endpoint's id (its id stays taken) still pages
+    const first = [one.endpoint, extra.json.id].sort()[0];
+    assert.equal((await h.api('DELETE', `/v1/tenants/${one.tenant}/endpoints/${first}`)).status, 200);
+    const rest = await h.api('GET', `/v1/tenants/${one.tenant}/endpoints?after=${first}`);
+    assert.equal(rest.status, 200, rest.text);
+    assert.deepEqual(rest.json.data.map((e) => e.id), [one.endpoint, extra.json.id].filter((id) => id > first));
+    assert.equal((await h.api('GET', `/v1/sources?after=${src.json.id}`)).status, 200);
+    assert.equal((await h.api('GET', `/v1/tenants?after=${two.tenant}`)).status, 200);
+  });
+});
+
 describe('auth, health, metrics', () => {
   it('401 without a key or with a wrong one; public health routes', async () => {
     assertError(await h.api('GET', `/v1/tenants/${tenant}`, undefined, { Authorization: '' }), 401, 'unauthorized');
