@@ -1065,8 +1065,11 @@ static void reply_rotate(hookd_api_op *base, int rc) {
   if (!ep_changed(base, rc)) return;
   HLOG(HOOKD_LOG_INFO, "endpoint.secret_rotated", KV_S("endpoint_id", op->id),
        KV_S("tenant_id", op->tenant), KV_I("expire_previous_after_s", op->expire_previous_s));
-  json_t *v = json_pack("{s:s,s:s,s:o}", "id", op->id, "secret", op->plain_secret,
-                        "previous_expires_at", hookd_json_time(op->ep.previous_expires_ms));
+  /* (previous_secret_expires_at: the endpoint's own name for it, beside the older one) */
+  json_t *v = json_pack("{s:s,s:s,s:o,s:o}", "id", op->id, "secret", op->plain_secret,
+                        "previous_expires_at", hookd_json_time(op->ep.previous_expires_ms),
+                        "previous_secret_expires_at",
+                        hookd_json_time(op->ep.previous_expires_ms));
   if (op->public_key[0]) json_object_set_new(v, "public_key", json_string(op->public_key));
   /* once the dispatcher signs with the new secret: a receiver switching to it on this answer
    * must not get a request signed with the old one alone */

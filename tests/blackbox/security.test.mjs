@@ -1136,6 +1136,7 @@ describe('secrets', () => {
     assert.doesNotThrow(() => verifyWith(oldSecret, during));
     assert.equal((await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.previous_secret_expires_at,
       rot.json.previous_expires_at, 'shown during the overlap');
+    assert.equal(rot.json.previous_secret_expires_at, rot.json.previous_expires_at, 'under the endpoint\'s name for it too');
     await waitUntil(async () => Date.now() > until + 100, { what: 'overlap over' });
     const p2 = await publish(h, tenant, { type: 'a.b', payload: { n: 2 } });
     await waitDelivery(h, p2.json.id, (ds) => ds[0]?.state === 'delivered');
