@@ -122,7 +122,10 @@ static void reply_create(hookd_api_op *op, int rc) { reply_changed(op, rc, 201);
 static void reply_patch(hookd_api_op *op, int rc) { reply_changed(op, rc, 200); }
 
 void hookd_api_tenant_create(hookd_req *r, hookd_app *app) {
-  json_t *body = hookd_api_body_object(r, app);
+  size_t len;
+  hookd_req_body(r, &len);
+  /* every field is optional: no body is {} (a review: 400 "request body is empty") */
+  json_t *body = len ? hookd_api_body_object(r, app) : json_object();
   if (!body) return;
   tenant_op *op = hookd_api_op_new(sizeof *op, r, app, run_create, reply_create);
   if (!op) {

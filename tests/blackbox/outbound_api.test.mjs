@@ -2110,7 +2110,10 @@ describe('lists paged by id (tenants, endpoints, sources, event types)', () => {
       assertError(r, 400, 'invalid_parameter', 'after must be a next_cursor of this list');
       assert.equal(r.json.error.param, 'after', what);
     };
+    const made = await h.api('POST', '/v1/tenants'); // no body: every field is optional
+    assert.equal(made.status, 201, made.text);
     bad(await h.api('GET', '/v1/tenants?after=garbage'), 'tenants');
+    assert.equal((await h.api('GET', `/v1/tenants?after=${made.json.id}`)).status, 200, 'a generated id pages on');
     bad(await h.api('GET', `/v1/tenants/${one.tenant}/endpoints?after=garbage`), 'endpoints');
     bad(await h.api('GET', `/v1/tenants/${one.tenant}/endpoints?after=${two.endpoint}`), 'another tenant\'s endpoint');
     bad(await h.api('GET', '/v1/sources?after=garbage'), 'sources');
