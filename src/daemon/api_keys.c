@@ -32,6 +32,8 @@ typedef struct key_op {
   int64_t revoked_ms;
   hookd_api_key *list; /* list, revoke */
   size_t n;
+  int limit;           /* list: the page's size, after the key `after` ("": from the first) */
+  char after[HOOKD_ID_MAX + 64];
 } key_op;
 
 static void key_cleanup(hookd_api_op *base) {
@@ -365,22 +367,56 @@ static void reply_list(hookd_api_op *base, int rc) {
     return;
   }
   json_t *data = json_array();
+  int shown = 0;
+  const char *last = NULL;
+  bool more = false, from = !op->after[0]; /* from: past the cursor's key */
   /* the node's --api-key first (a key of every tenant's to see: it is one), as the store's are
    * shown — but for its token, which the configuration holds */
   const char *conf = hookd_auth_configured(base->app->auth);
-  if (conf && !op->scoped)
+  if (conf && !op->scoped && from) {
     json_array_append_new(data, json_pack("{s:s,s:s,s:n,s:s,s:n,s:n,s:n,s:s,s:b}", "id", conf,
                                           "role", "admin", "tenants", "name", "--api-key",
                                           "created_at", "expires_at", "revoked_at", "state",
                                           "active", "configured", 1));
-  for (size_t i = 0; i < op->n; i++)
-    if (within(op, op->list[i].tenants)) json_array_append_new(data, key_json(&op->list[i]));
-  hookd_req_reply_json(base->req, 200, json_pack("{s:o}", "data", data));
+    shown++;
+    last = conf;
+  } else if (conf && !op->scoped && !strcmp(op->after, conf)) {
+    from = true;
+  }
+  /* then the store's in their order (made, then id); a page goes on after its last key's place
+   * (portal links mint a key each, kept a week past its expiry: before, one unbounded list) */
+  for (size_t i = 0; i < op->n; i++) {
+    if (!within(op, op->list[i].tenants)) continue;
+    if (!from) {
+      from = !strcmp(op->list[i].id, op->after);
+      continue;
+    }
+    if (shown == op->limit) {
+      more = true;
+      break;
+    }
+    json_array_append_new(data, key_json(&op->list[i]));
+    shown++;
+    last = op->list[i].id;
+  }
+  if (!from) { /* no such key in this list (or purged since: list again from the first page) */
+    json_decref(data);
+    hookd_req_field_error(base->req, 400, "invalid_parameter", "after",
+                          "after must be a next_cursor of this list: the id of one of its keys");
+    return;
+  }
+  hookd_req_reply_json(base->req, 200, hookd_api_page_body(data, more ? last : NULL));
 }
 
 void hookd_api_key_list(hookd_req *r, hookd_app *app) {
+  int limit;
+  char after[sizeof ((key_op *)0)->after];
+  if (hookd_api_page(r, NULL, &limit, after, sizeof after) != 0) return;
   key_op *op = new_op(r, app, run_list, reply_list);
-  if (op) hookd_api_submit(&op->base, false);
+  if (!op) return;
+  op->limit = limit;
+  memcpy(op->after, after, sizeof after);
+  hookd_api_submit(&op->base, false);
 }
 
 /* ---------- revoke ---------- */

@@ -73,7 +73,7 @@ static const route routes[] = {
     {"DELETE", "/v1/event-types/{}", HOOKD_PERM_ADMIN, -1, hookd_api_event_type_delete, NULL},
     {"POST", "/v1/keys", HOOKD_PERM_ADMIN, -1, hookd_api_key_create, NULL},
     {"POST", "/v1/tenants/{}/portal-access", HOOKD_PERM_ADMIN, 0, hookd_api_portal_access, NULL},
-    {"GET", "/v1/keys", HOOKD_PERM_ADMIN, -1, hookd_api_key_list, NULL},
+    {"GET", "/v1/keys", HOOKD_PERM_ADMIN, -1, hookd_api_key_list, ",limit,after,"},
     {"DELETE", "/v1/keys/{}", HOOKD_PERM_ADMIN, -1, hookd_api_key_revoke, NULL},
     {"POST", "/v1/sources", HOOKD_PERM_ADMIN, -1, hookd_api_source_create, NULL},
     {"GET", "/v1/sources", HOOKD_PERM_READ, -1, hookd_api_source_list,

@@ -598,7 +598,7 @@ describe('hookd CLI', () => {
     assert.equal(made.status, 201, made.text);
     // as a CLI that did not check the name left it (the API refuses such a name)
     h.query(`UPDATE api_keys SET name = CAST(X'626164FF' AS TEXT) WHERE id = '${made.json.id}'`);
-    const list = await h.api('GET', '/v1/keys');
+    const list = await h.api('GET', '/v1/keys?limit=500');
     assert.equal(list.status, 200, list.text);
     const k = list.json.data.find((x) => x.id === made.json.id);
     assert.ok(k, `the key is listed: ${list.text}`);
@@ -668,7 +668,7 @@ describe('hookd CLI', () => {
       const refused = h.logs.filter((l) => l.msg === 'auth.key_refused' && l.key_id === 'key_future');
       assert.equal(refused.length, 1, 'logged once');
       assert.match(refused[0].reason, /its role "auditor" is not admin, manager, operator, viewer or publisher/);
-      const list = await h.api('GET', '/v1/keys');
+      const list = await h.api('GET', '/v1/keys?limit=500');
       assert.equal(list.status, 200, list.text);
       const state = (id) => list.json.data.find((k) => k.id === id)?.state;
       assert.equal(state('key_future'), 'invalid', list.text);
@@ -692,7 +692,7 @@ describe('hookd CLI', () => {
         + `('key_raw', ${h.sqlBlob(hex)}, CAST(X'1b5b33316d78ff' AS TEXT), NULL, CAST(X'7261771b5d3532' AS TEXT), 1)`);
       await waitUntil(() => h.logs.some((l) => l.msg === 'auth.key_refused' && l.key_id === 'key_raw'),
         { what: 'the key refused at the reload' });
-      const list = await h.api('GET', '/v1/keys');
+      const list = await h.api('GET', '/v1/keys?limit=500');
       assert.equal(list.status, 200, list.text);
       const raw = list.json.data.find((k) => k.id === 'key_raw');
       assert.equal(raw?.state, 'invalid', `listed, not dropped: ${list.text}`);

@@ -712,9 +712,9 @@ describe('API keys over the API', () => {
     assert.deepEqual([v.json.role, v.json.tenants, v.json.name, v.json.revoked_at], ['viewer', [a.tenant], 'portal of a', null]);
     assert.equal((await as(h, v.json.key, 'GET', `/v1/tenants/${a.tenant}`)).status, 200, 'works when answered');
     assert.equal((await as(h, v.json.key, 'GET', `/v1/tenants/${b.tenant}`)).status, 403, 'its scope');
-    assert.equal((await as(h, v.json.key, 'GET', '/v1/keys')).status, 403, 'a viewer manages no keys');
+    assert.equal((await as(h, v.json.key, 'GET', '/v1/keys?limit=500')).status, 403, 'a viewer manages no keys');
     // listed, never with a token
-    const list = (await h.api('GET', '/v1/keys')).json.data;
+    const list = (await h.api('GET', '/v1/keys?limit=500')).json.data;
     const row = list.find((k) => k.id === v.json.id);
     assert.deepEqual([row.state, row.tenants, row.key], ['active', [a.tenant], undefined]);
     // a key of every tenant (no tenants), from a key of every tenant
@@ -728,7 +728,7 @@ describe('API keys over the API', () => {
     assert.equal((await as(h, sa, 'POST', '/v1/keys', { role: 'publisher', tenants: [b.tenant] })).status, 403);
     const pub = await as(h, sa, 'POST', '/v1/keys', { role: 'publisher', tenants: [a.tenant] });
     assert.equal(pub.status, 201, pub.text);
-    const seen = (await as(h, sa, 'GET', '/v1/keys')).json.data.map((k) => k.id);
+    const seen = (await as(h, sa, 'GET', '/v1/keys?limit=500')).json.data.map((k) => k.id);
     assert.ok(seen.includes(pub.json.id) && seen.includes(v.json.id), 'its scope\'s keys');
     const outside = (await h.api('POST', '/v1/keys', { role: 'viewer', tenants: [b.tenant] })).json.id;
     assert.ok(!seen.includes(outside), 'not another tenant\'s');
@@ -743,12 +743,26 @@ describe('API keys over the API', () => {
     const conf = await h.api('DELETE', '/v1/keys/key_config');
     assert.equal(conf.status, 409, conf.text);
     assert.match(conf.json.error.message, /key_config is this node's --api-key/);
-    const listed = (await h.api('GET', '/v1/keys')).json.data;
+    const listed = (await h.api('GET', '/v1/keys?limit=500')).json.data;
     assert.deepEqual(listed[0], { id: 'key_config', role: 'admin', tenants: null, name: '--api-key', created_at: null,
       expires_at: null, revoked_at: null, state: 'active', configured: true });
     assert.ok(listed.slice(1).every((k) => k.configured === false && k.id !== 'key_config'));
-    assert.ok(!(await as(h, sa, 'GET', '/v1/keys')).json.data.some((k) => k.id === 'key_config'),
+    assert.ok(!(await as(h, sa, 'GET', '/v1/keys?limit=500')).json.data.some((k) => k.id === 'key_config'),
       'not shown to a key scoped to tenants');
+    // paged as every list: each key once, key_config on the first page; a cursor naming no key is 400
+    const paged = [];
+    for (let cursor = null, pages = 0; ; pages++) {
+      assert.ok(pages < 100, 'the paging ends');
+      const page = await h.api('GET', `/v1/keys?limit=2${cursor ? `&after=${cursor}` : ''}`);
+      assert.equal(page.status, 200, page.text);
+      assert.ok(page.json.data.length <= 2);
+      paged.push(...page.json.data.map((k) => k.id));
+      if (!(cursor = page.json.next_cursor)) break;
+    }
+    assert.deepEqual(paged, listed.map((k) => k.id));
+    assert.ok(listed.length > 2, 'more than one page');
+    const badCursor = await h.api('GET', '/v1/keys?after=key_nope');
+    assert.deepEqual([badCursor.status, badCursor.json.error.param], [400, 'after'], badCursor.text);
     // a request whose headers came before the revocation and its body after does not act: the
     // key is checked at the headers (answered "100 Continue"), and again once the body is in
     const held = (await h.api('POST', '/v1/keys', { role: 'admin' })).json;
@@ -766,7 +780,7 @@ describe('API keys over the API', () => {
     await closed;
     assert.match(got, /\r\n\r\nHTTP\/1\.1 401 /, got);
     assert.match(got, /revoked while the request was sent/);
-    const minted = (await h.api('GET', '/v1/keys')).json.data;
+    const minted = (await h.api('GET', '/v1/keys?limit=500')).json.data;
     assert.ok(!minted.some((k) => k.name === 'minted with a revoked key'), 'no key made');
     // bad input names the problem
     for (const [body, what] of [[{}, 'role'], [{ role: 'root' }, 'role'], [{ role: 'viewer', tenants: [] }, 'tenants'],
@@ -832,7 +846,7 @@ describe('keys that expire, and portal access', () => {
       assert.equal(hookd(['keys', 'create', '--role', 'viewer', '--expires-in-s', '59', '--store', h.store], clock.env).status, 2);
       const cli = hookd(['keys', 'create', '--role', 'viewer', '--expires-in-s', '120', '--name', 'cli-expiring', '--store', h.store], clock.env);
       assert.equal(cli.status, 0, cli.stderr);
-      const cliRow = (await h.api('GET', '/v1/keys')).json.data.find((x) => x.name === 'cli-expiring');
+      const cliRow = (await h.api('GET', '/v1/keys?limit=500')).json.data.find((x) => x.name === 'cli-expiring');
       const cliAt = Date.parse(cliRow.expires_at) - Date.parse(cliRow.created_at);
       assert.equal(cliAt, 120e3, JSON.stringify(cliRow));
       // past it (the wall clock 3,700 s on): refused, saying so; a key that never expires works on
@@ -842,7 +856,7 @@ describe('keys that expire, and portal access', () => {
       assert.equal(late.status, 401, late.text);
       assert.equal(late.json.error.message, `this API key expired at ${k.json.expires_at}`);
       assert.equal((await as(h, forever.key, 'GET', `/v1/tenants/${tenant}`)).status, 200);
-      const row = (await h.api('GET', '/v1/keys')).json.data.find((x) => x.id === k.json.id);
+      const row = (await h.api('GET', '/v1/keys?limit=500')).json.data.find((x) => x.id === k.json.id);
       assert.deepEqual([row.state, row.expires_at, row.name], ['expired', k.json.expires_at, 'support, today']);
       // the CLI lists it so
       const list = hookd(['keys', 'list', '--store', h.store], clock.env);
@@ -857,7 +871,7 @@ describe('keys that expire, and portal access', () => {
       h = await startHookd({ dir, env: clock.env });
       const purged = await h.waitForLog((l) => l.msg === 'api_keys.purged', 10000, 'the expired keys deleted');
       assert.equal(purged.count, 2, 'the key and the CLI\'s');
-      const left = (await h.api('GET', '/v1/keys')).json.data.map((x) => x.id);
+      const left = (await h.api('GET', '/v1/keys?limit=500')).json.data.map((x) => x.id);
       assert.ok(!left.includes(k.json.id) && left.includes(forever.id), JSON.stringify(left));
       assert.ok((await h.api('GET', '/v1/audit?limit=200')).json.data.some((x) => x.target === k.json.id), 'audited still');
       const m = parsePrometheus((await h.api('GET', '/metrics')).text);
@@ -910,7 +924,7 @@ describe('keys that expire, and portal access', () => {
     assert.equal((await as(h, sa, 'POST', `/v1/tenants/${a.tenant}/portal-access`)).status, 201, 'an admin of the tenant');
     assert.equal((await as(h, sa, 'POST', `/v1/tenants/${b.tenant}/portal-access`)).status, 403);
     // listed and revoked as any key; audited as a portal's, never with the token
-    const row = (await h.api('GET', '/v1/keys')).json.data.find((x) => x.id === p.json.id);
+    const row = (await h.api('GET', '/v1/keys?limit=500')).json.data.find((x) => x.id === p.json.id);
     assert.deepEqual([row.state, row.expires_at], ['active', p.json.expires_at]);
     const audit = (await h.api('GET', `/v1/audit?tenant=${a.tenant}&limit=100`)).json.data.find((x) => x.target === p.json.id);
     assert.equal(audit.action, 'key.create');
