@@ -518,11 +518,24 @@ static void cut_comment(char *v) {
     }
 }
 
+/* Whether a URL's authority has a password (user:password@host): a user alone is none (a review:
+ * postgresql://hookd@db/hookd was warned of). */
+static bool url_password(const char *val) {
+  const char *s = strstr(val, "://");
+  if (!s) return strchr(val, '@') != NULL; /* (not a URL: read as one might hold it) */
+  s += 3;
+  size_t authority = strcspn(s, "/?#");
+  const char *at = NULL;
+  for (size_t i = 0; i < authority; i++)
+    if (s[i] == '@') at = s + i; /* the last: a password may hold an '@' */
+  return at && memchr(s, ':', (size_t)(at - s)) != NULL;
+}
+
 /* Whether a config file's value of o is a credential: an API key, the metrics token, a URL
  * or conninfo with a password in it. */
 static bool holds_credential(const opt *o, const char *val) {
   return o->secret == SECRET_ALWAYS ||
-         (o->secret == SECRET_URL && (strchr(val, '@') || strstr(val, "password")));
+         (o->secret == SECRET_URL && (url_password(val) || strstr(val, "password")));
 }
 
 void hookd_config_wipe_secret_env(void) {

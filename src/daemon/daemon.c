@@ -957,12 +957,14 @@ int hookd_serve(const hookd_config *cfg) {
   /* a stop asked for while the start waits for another process to let go of the store, or for
    * a PostgreSQL server to accept connections, ends it at once, cleanly (nothing was started):
    * a supervisor's grace period is shorter than the 30 s wait */
-  char key_id[HOOKD_KEY_ID_LEN]; /* (the store refuses another key's secrets before migrating) */
+  /* (the store refuses another key's secrets, or secrets with no usable key, before migrating) */
+  char key_id[HOOKD_KEY_ID_LEN], no_key[1024] = "";
+  bool key_known = hookd_keyring_expected_id(cfg, key_id, no_key, sizeof no_key) == 0;
   hookd_store_config sc = {
       .url = cfg->store_url, .max_batch = cfg->store_batch, .stop_requested = stop_pending,
       .node_id = cfg->node_id, .wait_s = cfg->store_wait_s, .waiting = on_store_waiting,
       .migrating = on_store_migrating,
-      .expect_key_id = hookd_keyring_expected_id(cfg, key_id) == 0 ? key_id : NULL};
+      .expect_key_id = key_known ? key_id : "", .no_key_why = no_key};
   hookd_storeq_set_unknown_commit_handler(on_unknown_commit);
   hookd_storeq_set_lost_sync_handler(on_lost_sync);
   hookd_storeq_set_store_gone_handler(on_store_gone);

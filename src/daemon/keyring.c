@@ -267,13 +267,22 @@ static enum key_place key_place(const hookd_config *cfg, char *path, size_t cap)
   return KEY_STORE_FILE;
 }
 
-int hookd_keyring_expected_id(const hookd_config *cfg, char id[HOOKD_KEY_ID_LEN]) {
-  char path[1100] = "", err[256];
+int hookd_keyring_expected_id(const hookd_config *cfg, char id[HOOKD_KEY_ID_LEN], char *why,
+                              size_t why_len) {
+  char path[1100] = "";
   enum key_place at = key_place(cfg, path, sizeof path);
-  if (at == KEY_NONE || (at == KEY_STORE_FILE && access(path, F_OK) != 0)) return -1;
+  if (at == KEY_NONE) {
+    snprintf(why, why_len, "none is configured: --master-key-file or HOOKD_MASTER_KEY");
+    return -1;
+  }
+  if (at == KEY_STORE_FILE && access(path, F_OK) != 0) {
+    snprintf(why, why_len, "%.900s is missing (restore it beside the store, or give "
+                           "--master-key-file or HOOKD_MASTER_KEY)", path);
+    return -1;
+  }
   hookd_master_key k;
   int rc = hookd_keyring_read(at == KEY_ENV ? NULL : at == KEY_FILE ? cfg->master_key_file : path,
-                              &k, err, sizeof err);
+                              &k, why, why_len);
   if (rc == 0) snprintf(id, HOOKD_KEY_ID_LEN, "%s", k.id);
   OPENSSL_cleanse(&k, sizeof k);
   return rc;

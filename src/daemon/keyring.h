@@ -35,10 +35,12 @@ int hookd_keyring_load(const hookd_config *cfg, hookd_store *store, hookd_keyrin
  * before it touches the store, so that a typo leaves nothing behind. 0, or -1 with err. */
 int hookd_keyring_check(const hookd_config *cfg, char *err, size_t errlen);
 /* The id of the master key a start on cfg will use, when it is known before the store is open
- * (HOOKD_MASTER_KEY, --master-key-file, a SQLite store's key file): 0 with id, or -1 (none yet:
- * one would be made; or unreadable, which hookd_keyring_check or the load says). For the store's
- * check before it migrates (hookd_store_config.expect_key_id). */
-int hookd_keyring_expected_id(const hookd_config *cfg, char id[HOOKD_KEY_ID_LEN]);
+ * (HOOKD_MASTER_KEY, --master-key-file, a SQLite store's key file): 0 with id, or -1 with why
+ * (none configured, a SQLite store's key file missing — one is made for a store without
+ * secrets —, or unreadable). For the store's check before it migrates
+ * (hookd_store_config.expect_key_id, .no_key_why). */
+int hookd_keyring_expected_id(const hookd_config *cfg, char id[HOOKD_KEY_ID_LEN], char *why,
+                              size_t why_len);
 /* Reads a key from a file or from HOOKD_MASTER_KEY (file == NULL). */
 int hookd_keyring_read(const char *file, hookd_master_key *out, char *err, size_t errlen);
 /* Syncs a key file and its directory entry to disk (a key written a moment ago, before secrets

@@ -1028,12 +1028,15 @@ int hookd_store_open(const hookd_store_config *cfg, hookd_store **out, char *err
    * wrong key file during an upgrade left a store the previous hookd no longer opens: a
    * review) */
   char sealed_by[17];
-  int frc = cfg->expect_key_id && cfg->expect_key_id[0] && s->be->first_sealed
-                ? s->be->first_sealed(wc, sealed_by)
-                : 0;
+  int frc = cfg->expect_key_id && s->be->first_sealed ? s->be->first_sealed(wc, sealed_by) : 0;
   if (frc < 0 || (frc == 1 && strcmp(sealed_by, cfg->expect_key_id) != 0)) {
     if (frc < 0)
       snprintf(err, errlen, "%s", s->be->errmsg(wc));
+    else if (!cfg->expect_key_id[0]) /* (before, found after the migrations: no way back) */
+      snprintf(err, errlen,
+               "the store's secrets were sealed with master key %s, and no master key can be "
+               "read: %s; refusing to start (the store was not migrated)",
+               sealed_by, cfg->no_key_why ? cfg->no_key_why : "none is configured");
     else
       snprintf(err, errlen,
                "the store's secrets were sealed with master key %s but the configured key is %s: "

@@ -1356,9 +1356,11 @@ typedef struct hookd_store_config {
   void (*waiting)(const char *reason, int wait_s); /* told once as each wait starts */
   void (*migrating)(int64_t from, int64_t to); /* told as an upgrade's migrations begin (a long
                                                   one is silent until it ends otherwise) */
-  const char *expect_key_id; /* the master key's id the start will use (NULL: unknown yet): a
-                                store whose secrets another key sealed is refused before it is
-                                migrated (docs/architecture.md "Upgrades") */
+  const char *expect_key_id; /* the master key's id the start will use (NULL: not checked; "":
+                                none usable, no_key_why says why): a store whose secrets another
+                                key sealed, or that holds any with none usable, is refused
+                                before it is migrated (docs/architecture.md "Upgrades") */
+  const char *no_key_why;
 } hookd_store_config;
 
 /* Where sealed values are stored ({table, column}: an endpoint's secret, previous secret and

@@ -1378,7 +1378,7 @@ describe('secrets', () => {
     const keyFile = join(dir, 'hookd.db.key');
     const keyText = readFileSync(keyFile, 'utf8');
     rmSync(keyFile);
-    await assert.rejects(startHookd({ dir }), /holds 5 signing secrets but no master key/);
+    await assert.rejects(startHookd({ dir }), /sealed with master key \w+, and no master key can be read: .*hookd\.db\.key is missing/);
     const wrong = join(dir, 'wrong.key');
     writeFileSync(wrong, randomBytes(32).toString('base64'));
     await assert.rejects(startHookd({ dir, args: ['--master-key-file', wrong] }), /sealed with master key/);
@@ -1404,6 +1404,15 @@ describe('secrets', () => {
     await assert.rejects(startHookd({ dir, args: ['--master-key-file', wrong] }),
       /sealed with master key .* refusing to start \(the store was not migrated\)/);
     assert.equal(sql('SELECT max(version) FROM schema_migrations'), String(latest - 1), 'nothing migrated');
+    // nor a store restored without its key file, or with an empty or broken one (before, an
+    // upgrade review: refused only after the migrations)
+    for (const [key, why] of [[null, /is missing/], ['', /./], ['not a key\n', /./]]) {
+      if (key === null) rmSync(keyFile); else writeFileSync(keyFile, key);
+      await assert.rejects(startHookd({ dir }),
+        new RegExp(`no master key can be read: .*${why.source}.*refusing to start \\(the store was not migrated\\)`));
+      assert.equal(sql('SELECT max(version) FROM schema_migrations'), String(latest - 1), `nothing migrated (${key === null ? 'missing' : JSON.stringify(key)})`);
+    }
+    writeFileSync(keyFile, keyText);
     sql(`INSERT INTO schema_migrations(version, applied_at) VALUES (${latest}, ${row})`);
     h = await startHookd({ dir, env: { HOOKD_MASTER_KEY: keyText.trim(), HOOKD_METRICS_TOKEN: 'metrics-token-SECRET-42',
       HOOKD_EGRESS_PROXY: 'http://proxyuser:PROXY-SECRET-7@127.0.0.1:9', HOOKD_API_KEY: 'env-admin-key-SECRET-5' } });
