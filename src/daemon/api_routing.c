@@ -1,7 +1,7 @@
 /* api_routing.c — why an endpoint did or did not get an outbound event (docs/api.md "Events").
- *   GET /v1/tenants/{t}/events/{id}/routing?limit=&after=
- *        each of the tenant's own endpoints (by id, paged as the endpoints list): the event's
- *        delivery to it, or every reason its settings now give for having none.
+ *   GET /v1/tenants/{t}/events/{id}/routing?limit=&after=&endpoint=
+ *        each of the tenant's own endpoints (by id, paged as the endpoints list; or the one
+ *        named): the event's delivery to it, or every reason its settings now give for none.
  * Read-only, on the reader: the event with its deliveries, then a page of endpoints, matched
  * with the fan-out's own matchers (hookd_filter_match, hookd_channels_match, the payload
  * filter's) — not its SQL, whose result for a published event is the deliveries it made. */
@@ -17,6 +17,8 @@ typedef struct routing_op {
   char tenant[HOOKD_ID_MAX + 64];
   char id[HOOKD_ID_MAX + 64];
   char after[HOOKD_ID_MAX + 64];
+  char endpoint[HOOKD_ID_MAX + 64]; /* ?endpoint=: that one alone ("": every one) */
+  bool no_endpoint;                 /* it is none of the tenant's own endpoints (404) */
   int limit;
   hookd_event ev;
   hookd_delivery *dl;
@@ -50,6 +52,18 @@ static int run_routing(hookd_store_conn *c, const hookd_store_backend *be, hookd
   if (rc) return rc;
   op->loaded = true;
   if (op->ev.inbound) return HOOKD_STORE_STATE;
+  if (op->endpoint[0]) { /* support knows the endpoint: no paging through thousands */
+    if (!(op->eps = calloc(1, sizeof *op->eps))) return HOOKD_STORE_ERR;
+    rc = be->endpoint_get(c, op->endpoint, op->eps);
+    if (rc == 0) {
+      op->n_eps = 1;
+      /* another tenant's (not told apart from none), a deleted one, a source's destination */
+      if (strcmp(op->eps->tenant_id, op->tenant) || op->eps->deleted_ms || op->eps->source_id)
+        rc = HOOKD_STORE_NOTFOUND;
+    }
+    op->no_endpoint = rc == HOOKD_STORE_NOTFOUND;
+    return rc;
+  }
   return be->endpoint_list(c, op->tenant, op->after, op->limit + 1, HOOKD_EP_OWN, -1, &op->eps,
                            &op->n_eps);
 }
@@ -117,7 +131,8 @@ static void reply_routing(hookd_api_op *base, int rc) {
     return;
   }
   if (rc) {
-    hookd_api_store_error(base, rc, op->no_tenant ? "tenant" : "event");
+    hookd_api_store_error(base, rc,
+                          op->no_tenant ? "tenant" : op->no_endpoint ? "endpoint" : "event");
     return;
   }
   json_t *data = json_array(), *parsed = NULL;
@@ -160,9 +175,18 @@ void hookd_api_event_routing(hookd_req *r, hookd_app *app) {
   op->base.cleanup = routing_cleanup;
   snprintf(op->tenant, sizeof op->tenant, "%s", hookd_req_param(r, 0));
   snprintf(op->id, sizeof op->id, "%s", hookd_req_param(r, 1));
+  const char *endpoint = hookd_req_query(r, "endpoint");
   if (hookd_api_page(r, NULL, &op->limit, op->after, sizeof op->after) != 0) {
     free(op);
     return;
   }
+  if (endpoint && (!hookd_id_valid(endpoint, 128) || op->after[0])) {
+    hookd_req_field_error(r, 400, "invalid_parameter", "endpoint",
+                          op->after[0] ? "endpoint names one endpoint: it takes no after"
+                                       : "endpoint must be an id");
+    free(op);
+    return;
+  }
+  snprintf(op->endpoint, sizeof op->endpoint, "%s", endpoint ? endpoint : "");
   hookd_api_submit(&op->base, false);
 }

@@ -98,7 +98,7 @@ static const route routes[] = {
     {"POST", "/v1/tenants/{}/events/{}/deliveries", HOOKD_PERM_OPERATE, 0,
      hookd_api_event_deliver, NULL},
     {"GET", "/v1/tenants/{}/events/{}/routing", HOOKD_PERM_READ, 0, hookd_api_event_routing,
-     ",limit,after,"},
+     ",limit,after,endpoint,"},
     {"POST", "/v1/tenants/{}/events/{}/republish", HOOKD_PERM_OPERATE, 0,
      hookd_api_event_republish, NULL},
     {"DELETE", "/v1/tenants/{}/events/{}/payload", HOOKD_PERM_ADMIN, 0,

@@ -1789,6 +1789,16 @@ describe('why an endpoint did not get an event (GET …/events/{id}/routing)', (
       cursor = page.json.next_cursor;
     } while (cursor);
     assert.deepEqual(seen, [...want].sort());
+    // or the one endpoint support asks about
+    const one = await h.api('GET', `${path}?endpoint=${channels}`);
+    assert.equal(one.status, 200, one.text);
+    assert.deepEqual([one.json.data.length, one.json.data[0].endpoint_id, one.json.data[0].why_not, one.json.next_cursor],
+      [1, channels, ['channels'], null]);
+    const other = await setup(h, r.url);
+    assertError(await h.api('GET', `${path}?endpoint=${other.endpoint}`), 404, 'not_found', 'endpoint not found');
+    const srcDest = (await h.api('GET', `/v1/sources/${src.json.id}`)).json.destinations[0].id;
+    assertError(await h.api('GET', `${path}?endpoint=${srcDest}`), 404, 'not_found', 'endpoint not found');
+    assertError(await h.api('GET', `${path}?endpoint=${channels}&after=${taken}`), 400, 'invalid_parameter');
     // what it names is what the operator's delivery then does: the later endpoint gets it
     const made = await h.api('POST', `/v1/tenants/${tenant}/events/${ev.json.id}/deliveries`, { endpoint: later, reason: 'routing said' });
     assert.equal(made.status, 201, made.text);
