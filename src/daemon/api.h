@@ -229,8 +229,6 @@ int64_t hookd_api_delivery_next(hookd_app *app, const hookd_delivery *dl);
 json_t *hookd_api_delivery_json(hookd_app *app, const hookd_delivery *d);
 json_t *hookd_json_attempt(const hookd_attempt *a, const char *delivery_id);
 json_t *hookd_json_time(int64_t ms); /* RFC 3339 string, or null for 0 */
-/* In a run: HOOKD_STORE_NOTFOUND unless the tenant exists (a list under a mistyped tenant is
- * 404, not an empty page); the op's err names it. */
 /* In a run of a list paged by id: HOOKD_STORE_NOTFOUND, the op marked bad_after (answered 400
  * naming `after` by hookd_api_store_error), unless `after` ("": none) is an id that list ever
  * held — kind HOOKD_MADE_ENDPOINT or _SOURCE within tenant (NULL: any), _TENANT, or -1 an event
@@ -238,6 +236,8 @@ json_t *hookd_json_time(int64_t ms); /* RFC 3339 string, or null for 0 */
  * silently, with an empty or short page (a review). */
 int hookd_api_after_known(hookd_api_op *op, hookd_store_conn *c, const hookd_store_backend *be,
                           int kind, const char *tenant, const char *after);
+/* In a run: HOOKD_STORE_NOTFOUND unless the tenant exists (a list under a mistyped tenant is
+ * 404, not an empty page); the op's err names it. */
 int hookd_api_tenant_known(hookd_api_op *op, hookd_store_conn *c, const hookd_store_backend *be,
                            const char *tenant);
 /* A string, null for NULL; text that is not UTF-8 (a receiver's or provider's bytes) as a

@@ -369,41 +369,48 @@ static void reply_list(hookd_api_op *base, int rc) {
   json_t *data = json_array();
   int shown = 0;
   const char *last = NULL;
-  bool more = false, from = !op->after[0]; /* from: past the cursor's key */
+  bool more = false;
+  /* the page goes on after the cursor's key: after its (created_at, id), the list's order, so a
+   * key made meanwhile with an older time (another node's clock) is not taken for one shown —
+   * and key_config (a node's --api-key, listed first) is before every stored key, whether this
+   * node has one or not (the next page may be another node's) */
+  const hookd_api_key *cursor = NULL;
+  bool from_start = !op->after[0] || !strcmp(op->after, HOOKD_AUTH_CONFIG_ID);
+  for (size_t i = 0; !from_start && !cursor && i < op->n; i++)
+    if (within(op, op->list[i].tenants) && !strcmp(op->list[i].id, op->after))
+      cursor = &op->list[i];
+  if (!from_start && !cursor) { /* no such key in this list (or purged since: list again) */
+    json_decref(data);
+    hookd_req_field_error(base->req, 400, "invalid_parameter", "after",
+                          "after must be a next_cursor of this list: the id of one of its keys");
+    return;
+  }
   /* the node's --api-key first (a key of every tenant's to see: it is one), as the store's are
    * shown — but for its token, which the configuration holds */
   const char *conf = hookd_auth_configured(base->app->auth);
-  if (conf && !op->scoped && from) {
+  if (conf && !op->scoped && !op->after[0]) {
     json_array_append_new(data, json_pack("{s:s,s:s,s:n,s:s,s:n,s:n,s:n,s:s,s:b}", "id", conf,
                                           "role", "admin", "tenants", "name", "--api-key",
                                           "created_at", "expires_at", "revoked_at", "state",
                                           "active", "configured", 1));
     shown++;
     last = conf;
-  } else if (conf && !op->scoped && !strcmp(op->after, conf)) {
-    from = true;
   }
-  /* then the store's in their order (made, then id); a page goes on after its last key's place
-   * (portal links mint a key each, kept a week past its expiry: before, one unbounded list) */
+  /* then the store's in their order (made, then id; portal links mint a key each, kept a week
+   * past its expiry: before, one unbounded list) */
   for (size_t i = 0; i < op->n; i++) {
-    if (!within(op, op->list[i].tenants)) continue;
-    if (!from) {
-      from = !strcmp(op->list[i].id, op->after);
+    const hookd_api_key *k = &op->list[i];
+    if (!within(op, k->tenants)) continue;
+    if (cursor && (k->created_ms < cursor->created_ms ||
+                   (k->created_ms == cursor->created_ms && strcmp(k->id, cursor->id) <= 0)))
       continue;
-    }
     if (shown == op->limit) {
       more = true;
       break;
     }
-    json_array_append_new(data, key_json(&op->list[i]));
+    json_array_append_new(data, key_json(k));
     shown++;
-    last = op->list[i].id;
-  }
-  if (!from) { /* no such key in this list (or purged since: list again from the first page) */
-    json_decref(data);
-    hookd_req_field_error(base->req, 400, "invalid_parameter", "after",
-                          "after must be a next_cursor of this list: the id of one of its keys");
-    return;
+    last = k->id;
   }
   hookd_req_reply_json(base->req, 200, hookd_api_page_body(data, more ? last : NULL));
 }

@@ -46,12 +46,13 @@ static int run_routing(hookd_store_conn *c, const hookd_store_backend *be, hookd
   routing_cleanup(base);
   int rc = hookd_api_tenant_known(base, c, be, op->tenant);
   op->no_tenant = rc == HOOKD_STORE_NOTFOUND;
-  if (!rc) rc = hookd_api_after_known(base, c, be, HOOKD_MADE_ENDPOINT, op->tenant, op->after);
   if (rc) return rc;
   rc = be->event_get(c, op->tenant, op->id, &op->ev, &op->dl, &op->n_dl);
   if (rc) return rc;
   op->loaded = true;
   if (op->ev.inbound) return HOOKD_STORE_STATE;
+  if ((rc = hookd_api_after_known(base, c, be, HOOKD_MADE_ENDPOINT, op->tenant, op->after)))
+    return rc;
   if (op->endpoint[0]) { /* support knows the endpoint: no paging through thousands */
     if (!(op->eps = calloc(1, sizeof *op->eps))) return HOOKD_STORE_ERR;
     rc = be->endpoint_get(c, op->endpoint, op->eps);

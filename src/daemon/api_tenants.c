@@ -126,6 +126,7 @@ void hookd_api_tenant_create(hookd_req *r, hookd_app *app) {
   hookd_req_body(r, &len);
   /* every field is optional: no body is {} (a review: 400 "request body is empty") */
   json_t *body = len ? hookd_api_body_object(r, app) : json_object();
+  if (!body && !len) hookd_req_error(r, 503, "unavailable", "out of memory");
   if (!body) return;
   tenant_op *op = hookd_api_op_new(sizeof *op, r, app, run_create, reply_create);
   if (!op) {
@@ -357,8 +358,13 @@ static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_ap
     int rc = hookd_api_after_known(base, c, be, HOOKD_MADE_TENANT, NULL, op->after);
     return rc ? rc : be->tenant_page(c, op->after, op->limit + 1, &op->list, &op->n);
   }
-  if (op->after[0] && !hookd_principal_has_tenant(hookd_api_principal(base->req), op->after)) {
-    base->bad_after = true; /* (another tenant's id: not told whether it exists) */
+  /* a cursor outside its scope: another tenant's id, not told whether it exists */
+  bool in_scope = !op->after[0];
+  size_t l;
+  for (const char *at = op->scope, *t; !in_scope && hookd_scope_next(&at, &t, &l);)
+    in_scope = l == strlen(op->after) && !memcmp(t, op->after, l);
+  if (!in_scope) {
+    base->bad_after = true;
     return HOOKD_STORE_NOTFOUND;
   }
   /* a scoped key: its own tenants that exist, paged as the full list is — by id, after the

@@ -524,10 +524,9 @@ static bool url_password(const char *val) {
   const char *s = strstr(val, "://");
   if (!s) return strchr(val, '@') != NULL; /* (not a URL: read as one might hold it) */
   s += 3;
-  size_t authority = strcspn(s, "/?#");
-  const char *at = NULL;
-  for (size_t i = 0; i < authority; i++)
-    if (s[i] == '@') at = s + i; /* the last: a password may hold an '@' */
+  /* the last '@' of the rest: a password may hold an '@', or a '/' not percent-encoded
+   * (u:pa/ss@db: when in doubt, a credential) */
+  const char *at = strrchr(s, '@');
   return at && memchr(s, ':', (size_t)(at - s)) != NULL;
 }
 

@@ -763,6 +763,10 @@ describe('API keys over the API', () => {
     assert.ok(listed.length > 2, 'more than one page');
     const badCursor = await h.api('GET', '/v1/keys?after=key_nope');
     assert.deepEqual([badCursor.status, badCursor.json.error.param], [400, 'after'], badCursor.text);
+    assert.match(badCursor.json.error.message, /^after must be a next_cursor of this list/);
+    // key_config's cursor starts the stored keys on any node, one without an --api-key too
+    const afterConf = await h.api('GET', '/v1/keys?limit=500&after=key_config');
+    assert.deepEqual(afterConf.json.data.map((k) => k.id), listed.slice(1).map((k) => k.id));
     // a request whose headers came before the revocation and its body after does not act: the
     // key is checked at the headers (answered "100 Continue"), and again once the body is in
     const held = (await h.api('POST', '/v1/keys', { role: 'admin' })).json;
