@@ -73,6 +73,7 @@ typedef struct hookd_config {
   char resolve_file[1024];     /* more entries, one per line, re-read when the file changes */
   /* retries */
   hookd_retry_policy policy;   /* default policy for new endpoints */
+  char retry_statuses[512];    /* --retry-statuses, read into policy.retry_4xx */
   int64_t event_ttl_s;         /* events expire after this (0 = never) */
   /* inbound */
   char metrics_token[256];     /* "" = /metrics is public */

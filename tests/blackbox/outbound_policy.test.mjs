@@ -41,6 +41,26 @@ describe('retry policy versions', () => {
     await recv.close();
   });
 
+  it('--retry-statuses: the default policy retries those 4xx (as Svix retries every non-2xx); an endpoint\'s own list replaces it; a bad list is refused at start', async () => {
+    const d = await startHookd({ args: ['--retry-statuses', '401,404', '--retry-base-ms', '100', '--retry-cap-ms', '100'] });
+    try {
+      let answers = 0;
+      const recv = await startReceiver(() => ({ status: ++answers <= 2 ? 401 : 200 }));
+      const { tenant, ep } = await setup(d, recv.url);
+      assert.deepEqual(ep.retry.retry_statuses, [401, 404], 'the default, on a new endpoint');
+      const p = await publish(d, tenant, { type: 'a.b', payload: {} });
+      const [got] = await waitDelivery(d, p.json.id, (ds) => ds[0]?.state === 'delivered');
+      assert.equal(got.attempt_count, 3, 'two 401s retried, then delivered');
+      const own = await d.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: recv.url, retry: { retry_statuses: [] } });
+      assert.deepEqual(own.json.retry.retry_statuses, [], 'an endpoint\'s own list replaces the default');
+      await recv.close();
+    } finally {
+      assert.equal((await d.stop()).code, 0);
+    }
+    for (const bad of ['410', '401,', 'abc', '500'])
+      await assert.rejects(startHookd({ args: ['--retry-statuses', bad] }), /--retry-statuses: expected comma-separated 4xx statuses/, bad);
+  });
+
   it('max age: a delivery older than the policy allows goes DEAD', async () => {
     const recv = await startReceiver(() => ({ status: 503 }));
     const { tenant } = await setup(h, recv.url,
