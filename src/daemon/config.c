@@ -83,6 +83,9 @@ static const opt opts[] = {
      "forbidden)"},
     {"allow-http", "HOOKD_ALLOW_HTTP", T_BOOL, OFF(allow_http), 0, 0, 0, "",
      "allow plain http:// destinations (default: https only)"},
+    {"svix-headers", "HOOKD_SVIX_HEADERS", T_BOOL, OFF(svix_headers), 0, 0, 0, "",
+     "outbound deliveries carry svix-id, svix-timestamp and svix-signature beside the "
+     "webhook-* headers, with the same values (receivers migrated from Svix that read them)"},
     {"egress-ca-file", "HOOKD_EGRESS_CA_FILE", T_STR, OFF(egress_ca_file), SZ(egress_ca_file), 0,
      0, "PATH", "PEM bundle of the CAs trusted for HTTPS destinations, instead of the system's "
                 "(a private CA of internal endpoints)"},

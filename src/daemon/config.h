@@ -65,6 +65,7 @@ typedef struct hookd_config {
   size_t n_egress_allow;
   bool allow_private_networks;
   bool allow_http;
+  bool svix_headers;           /* --svix-headers */
   char egress_proxy[1024];
   char egress_ca_file[1024];   /* "" = the system's CA bundle */
   char egress_ports[512];      /* "any" or comma-separated ports; "" = 80,443,8080,8443 */

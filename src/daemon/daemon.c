@@ -1072,6 +1072,7 @@ int hookd_serve(const hookd_config *cfg) {
       .shared_store = hookd_store_is_postgres(cfg->store_url),
       .max_timeout_ms = cfg->max_timeout_ms,
       .keyring = &app.keyring,
+      .svix_headers = cfg->svix_headers,
       .egress = {.connect_timeout_ms = cfg->connect_timeout_ms,
                  .conn_max_age_s = cfg->egress_conn_max_age_s,
                  .max_response_bytes = cfg->max_response_bytes,

@@ -715,6 +715,11 @@ int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
   ADD("webhook-id: %s", dl->event_id);
   ADD("webhook-timestamp: %s", ts);
   ADD("webhook-signature: %s", sig);
+  if (d->cfg.svix_headers && !it->c.inbound) { /* (a forward: the provider's svix-* never) */
+    ADD("svix-id: %s", dl->event_id);
+    ADD("svix-timestamp: %s", ts);
+    ADD("svix-signature: %s", sig);
+  }
   ADD("hookd-delivery-id: %s", dl->id);
   ADD("hookd-attempt: %d", dl->attempt_count + 1);
   ADD("Expect:");

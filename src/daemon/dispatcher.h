@@ -39,6 +39,7 @@ typedef struct hookd_dispatcher_config {
                                  restart with a lower --max-timeout-ms bounds every request, as
                                  event retention's check against it assumes */
   const hookd_keyring *keyring; /* opens the endpoints' sealed secrets */
+  bool svix_headers;          /* outbound deliveries carry svix-id, -timestamp, -signature too */
   const char *ops_tenant;     /* operational events are published to it (NULL: none) */
   int64_t sweep_interval_ms;  /* expired-lease reclaim cadence; default 1000 */
   int64_t rescan_interval_ms; /* full due-hint recomputation; default 30000 */

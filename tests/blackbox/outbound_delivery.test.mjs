@@ -119,6 +119,31 @@ describe('delivery outcomes', () => {
     await recv.close();
   });
 
+  it('--svix-headers: svix-id, svix-timestamp and svix-signature beside the webhook-* ones, the same values (a receiver migrated from Svix reads them); not without it', async () => {
+    const d = await startHookd({ args: ['--svix-headers'] });
+    try {
+      const recv = await startReceiver();
+      const { tenant, secret } = await setup(d, recv.url);
+      const p = await publish(d, tenant, { type: 'invoice.paid', payload: { n: 1 } });
+      await recv.waitFor(1);
+      const hd = recv.requests[0].headers;
+      assert.deepEqual([hd['svix-id'], hd['svix-timestamp'], hd['svix-signature']],
+        [hd['webhook-id'], hd['webhook-timestamp'], hd['webhook-signature']]);
+      assert.equal(hd['svix-id'], p.json.id);
+      assert.doesNotThrow(() => new Webhook(secret).verify(recv.requests[0].body, {
+        'webhook-id': hd['svix-id'], 'webhook-timestamp': hd['svix-timestamp'], 'webhook-signature': hd['svix-signature'] }));
+      await recv.close();
+    } finally {
+      assert.equal((await d.stop()).code, 0);
+    }
+    const recv = await startReceiver();
+    const { tenant } = await setup(h, recv.url);
+    await publish(h, tenant, { type: 'invoice.paid', payload: { n: 2 } });
+    await recv.waitFor(1);
+    assert.ok(!Object.keys(recv.requests[0].headers).some((k) => k.startsWith('svix-')), 'off by default');
+    await recv.close();
+  });
+
   it('500 then 200: delivered on a retry with the same webhook-id and body', async () => {
     const recv = await startReceiver((rec, n) => ({ status: n === 1 ? 500 : 200 }));
     const { tenant, secret } = await setup(h, recv.url);
