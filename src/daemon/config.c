@@ -83,6 +83,10 @@ static const opt opts[] = {
      "forbidden)"},
     {"allow-http", "HOOKD_ALLOW_HTTP", T_BOOL, OFF(allow_http), 0, 0, 0, "",
      "allow plain http:// destinations (default: https only)"},
+    {"dashboard-frame-ancestors", "HOOKD_DASHBOARD_FRAME_ANCESTORS", T_STR, OFF(frame_ancestors),
+     SZ(frame_ancestors), 0, 0, "ORIGINS",
+     "origins that may show the dashboard in a frame (a customer portal embedded in your app), "
+     "blank-separated: https://app.example.com https://*.example.com (default: none)"},
     {"svix-headers", "HOOKD_SVIX_HEADERS", T_BOOL, OFF(svix_headers), 0, 0, 0, "",
      "outbound deliveries carry svix-id, svix-timestamp and svix-signature beside the "
      "webhook-* headers, with the same values (receivers migrated from Svix that read them)"},
@@ -524,6 +528,24 @@ static void cut_comment(char *v) {
     }
 }
 
+/* Whether s (len bytes) is an origin a CSP's frame-ancestors may name: http(s)://, a host of
+ * letters, digits, '-' and '.' (or "*." before one), an optional :port — nothing that could
+ * end the directive or add another (';', ',', quotes, blanks). */
+static bool frame_origin(const char *s, size_t len) {
+  size_t i = !strncmp(s, "https://", 8) ? 8 : !strncmp(s, "http://", 7) ? 7 : 0;
+  if (!i || i >= len) return false;
+  if (len - i > 2 && s[i] == '*' && s[i + 1] == '.') i += 2;
+  size_t host = i;
+  while (i < len && (isalnum((unsigned char)s[i]) || s[i] == '-' || s[i] == '.')) i++;
+  if (i == host || s[i - 1] == '.') return false;
+  if (i < len && s[i] == ':') {
+    size_t port = ++i;
+    while (i < len && isdigit((unsigned char)s[i])) i++;
+    if (i == port || i - port > 5) return false;
+  }
+  return i == len;
+}
+
 /* Whether a URL's authority has a password (user:password@host): a user alone is none (a review:
  * postgresql://hookd@db/hookd was warned of). */
 static bool url_password(const char *val) {
@@ -821,6 +843,16 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
                  used ? "," : "", o->name);
       memset((char *)v, 'x', strlen(v));
     }
+  }
+  for (const char *p = c->frame_ancestors; *p;) {
+    size_t n = strcspn(p, " ");
+    if (n && !frame_origin(p, n) && !(n == 6 && !memcmp(p, "'self'", 6))) {
+      snprintf(err, errlen,
+               "--dashboard-frame-ancestors: \"%.*s\" is not an origin (https://host[:port], "
+               "https://*.domain, or 'self')", (int)(n > 80 ? 80 : n), p);
+      return -1;
+    }
+    p += n + (p[n] == ' ');
   }
   if (c->retry_statuses[0] &&
       hookd_retry_statuses_parse(c->retry_statuses, c->policy.retry_4xx) != 0) {

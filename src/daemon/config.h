@@ -66,6 +66,8 @@ typedef struct hookd_config {
   bool allow_private_networks;
   bool allow_http;
   bool svix_headers;           /* --svix-headers */
+  char frame_ancestors[512];   /* --dashboard-frame-ancestors: origins that may embed the
+                                  dashboard (a portal in an iframe); "" = none */
   char egress_proxy[1024];
   char egress_ca_file[1024];   /* "" = the system's CA bundle */
   char egress_ports[512];      /* "any" or comma-separated ports; "" = 80,443,8080,8443 */

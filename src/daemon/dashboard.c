@@ -25,7 +25,7 @@ static const char *content_type(const char *name) {
   return NULL;
 }
 
-static void serve(hookd_req *r, const char *name) {
+static void serve(hookd_req *r, hookd_app *app, const char *name) {
   const hookd_asset *a = hookd_dashboard_find(name);
   if (!a || !content_type(name)) {
     hookd_req_error(r, 404, "not_found", "no dashboard file %.64s", name);
@@ -37,21 +37,27 @@ static void serve(hookd_req *r, const char *name) {
     return;
   }
   memcpy(body, a->data, a->len);
-  hookd_req_add_header(r, "Content-Security-Policy",
-                       "default-src 'none'; script-src 'self'; style-src 'self'; "
-                       "connect-src 'self'; img-src 'self'; base-uri 'none'; "
-                       "form-action 'none'; frame-ancestors 'none'");
+  /* framed by no page, but the origins --dashboard-frame-ancestors names (a portal embedded in
+   * the platform's own app: checked at start to be origins alone) */
+  const char *ancestors = app->cfg->frame_ancestors[0] ? app->cfg->frame_ancestors : "'none'";
+  char csp[768];
+  snprintf(csp, sizeof csp,
+           "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+           "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors %s",
+           ancestors);
+  hookd_req_add_header(r, "Content-Security-Policy", csp);
   hookd_req_add_header(r, "X-Content-Type-Options", "nosniff");
   hookd_req_add_header(r, "Referrer-Policy", "no-referrer");
-  hookd_req_add_header(r, "X-Frame-Options", "DENY");
+  /* (X-Frame-Options names no origin list: left out when frames are allowed, as the CSP says
+   * which — browsers take frame-ancestors over it) */
+  if (!app->cfg->frame_ancestors[0]) hookd_req_add_header(r, "X-Frame-Options", "DENY");
   /* a new hookd's page is served at once (the files are small) */
   hookd_req_add_header(r, "Cache-Control", "no-cache");
   hookd_req_reply(r, 200, content_type(name), body, a->len);
 }
 
 void hookd_api_dashboard(hookd_req *r, hookd_app *app) {
-  (void)app;
-  serve(r, "index.html");
+  serve(r, app, "index.html");
 }
 
 /* /dashboard/ and /dashboard/index.html: the page is /dashboard itself, one address (its
@@ -69,5 +75,5 @@ void hookd_api_dashboard_file(hookd_req *r, hookd_app *app) {
     hookd_api_dashboard_home(r, app);
     return;
   }
-  serve(r, name);
+  serve(r, app, name);
 }

@@ -114,6 +114,21 @@ describe('the dashboard\'s files', () => {
     assert.equal((await fetch(`${h.url}/dashboard`, { method: 'POST' })).status, 405);
   });
 
+  it('--dashboard-frame-ancestors: the origins named may show it in a frame (a portal embedded in the platform\'s app), no other; a value that is not origins alone is refused at start', async () => {
+    const origins = "'self' https://app.example.com https://*.example.com:8443";
+    const d = await startHookd({ args: ['--dashboard-frame-ancestors', origins] });
+    try {
+      const r = await fetch(`${d.url}/dashboard`);
+      assert.equal(r.headers.get('content-security-policy'), CSP.replace("frame-ancestors 'none'", `frame-ancestors ${origins}`));
+      assert.equal(r.headers.get('x-frame-options'), null, 'not DENY: the policy names who may frame it');
+    } finally {
+      assert.equal((await d.stop()).code, 0);
+    }
+    for (const bad of ['https://a.example.com; script-src *', "'none'", 'https://a.example.com/path', '*', 'ftp://a.example.com',
+      'https://a.example.com,https://b.example.com', 'https://'])
+      await assert.rejects(startHookd({ args: ['--dashboard-frame-ancestors', bad] }), /--dashboard-frame-ancestors: .* is not an origin/, bad);
+  });
+
   it('the page holds no inline script or style, and its script writes no HTML', async () => {
     const page = await (await fetch(`${h.url}/dashboard`)).text();
     // (relative: served under a proxy's prefix, the page's files and calls keep it)
