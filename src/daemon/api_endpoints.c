@@ -30,12 +30,13 @@ enum {
   F_TIMEOUT = 1 << 5, F_RETRY = 1 << 6, F_SECRET = 1 << 7, F_ID = 1 << 8, F_SIGNING = 1 << 9,
   F_RATE = 1 << 10, F_ORDERED = 1 << 11, F_LANE = 1 << 12, F_IDEMPOTENT = 1 << 13,
   F_HEADERS = 1 << 14, F_CHANNELS = 1 << 15, F_METADATA = 1 << 16, F_PFILTER = 1 << 17,
+  F_BODY = 1 << 18,
 };
 static const char *const field_names[] = {"url",        "description", "event_types", "enabled",
                                           "max_in_flight", "timeout_ms", "retry",       "secret",
                                           "id",         "signing",     "rate_limit",  "ordered",
                                           "lane_policy", "idempotent", "headers", "channels",
-                                          "metadata", "payload_filter", NULL};
+                                          "metadata", "payload_filter", "body_format", NULL};
 
 typedef struct ep_op {
   hookd_api_op base;
@@ -59,6 +60,7 @@ typedef struct ep_op {
   bool ordered;
   bool idempotent; /* an inbound destination's (PATCH only) */
   const char *lane_policy;
+  const char *body_format; /* "envelope" or "payload" */
   hookd_api_retry retry; /* overrides; -1 = unchanged */
   /* result */
   hookd_endpoint ep;
@@ -318,6 +320,15 @@ static bool parse_fields(hookd_req *r, hookd_app *app, json_t *body, ep_op *op, 
     return false;
   }
   op->lane_policy = !strcmp(op->lane_policy, "block") ? "block" : "skip";
+  op->body_format = "envelope";
+  if (hookd_json_get_str(body, "body_format", &op->body_format) < 0 ||
+      (strcmp(op->body_format, "envelope") && strcmp(op->body_format, "payload"))) {
+    hookd_req_error(r, 422, "invalid_field",
+                    "body_format must be \"envelope\" ({\"id\", \"type\", \"timestamp\", "
+                    "\"data\"}) or \"payload\" (the data alone, as Svix sends a message)");
+    return false;
+  }
+  op->body_format = !strcmp(op->body_format, "payload") ? "payload" : "envelope";
   if (op->fields & F_SIGNING) {
     if (hookd_json_get_str(body, "signing", &s) != 0 ||
         (strcmp(s, "hmac") && strcmp(s, "ed25519"))) {
@@ -390,6 +401,10 @@ static const char *apply_fields(const ep_op *op, hookd_endpoint *ep, bool create
   if (f & F_LANE) {
     free(ep->lane_policy);
     ep->lane_policy = strdup(op->lane_policy);
+  }
+  if (f & F_BODY) {
+    free(ep->body_format);
+    ep->body_format = strdup(op->body_format);
   }
   if (f & F_TIMEOUT) ep->timeout_ms = op->timeout_ms;
   if ((f & F_IDEMPOTENT) && !create) ep->idempotent = op->idempotent;
@@ -831,7 +846,7 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
   /* an inbound source's destination gets every event its source accepts (the source's
    * event_types filter them), without lanes: stored, these would be ignored */
   if (op->ep.source_id &&
-      (op->fields & (F_TYPES | F_ORDERED | F_LANE | F_CHANNELS | F_PFILTER))) {
+      (op->fields & (F_TYPES | F_ORDERED | F_LANE | F_CHANNELS | F_PFILTER | F_BODY))) {
     snprintf(op->base.err, sizeof op->base.err,
              "%s does not apply to a destination of inbound source %s (its events are the "
              "source's: filter them with the source's event_types)",
@@ -839,6 +854,7 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
              : op->fields & F_ORDERED  ? "ordered"
              : op->fields & F_CHANNELS ? "channels"
              : op->fields & F_PFILTER  ? "payload_filter"
+             : op->fields & F_BODY     ? "body_format"
                                        : "lane_policy",
              op->ep.source_id);
     return HOOKD_STORE_LIMIT; /* answered 422 */

@@ -903,6 +903,8 @@ json_t *hookd_json_endpoint(const hookd_endpoint *e, int max_timeout_ms) {
   json_object_set_new(v, "metadata", hookd_json_metadata(e->metadata));
   json_t *pf = e->payload_filter ? json_loads(e->payload_filter, 0, NULL) : NULL;
   json_object_set_new(v, "payload_filter", pf ? pf : json_null());
+  json_object_set_new(v, "body_format",
+                      json_string(e->body_format ? e->body_format : "envelope"));
   /* an inbound source's destination gets its source's events, whatever their types: event_types
    * (null, "every type") is left out, and kind says what it is */
   json_object_set_new(v, "kind", json_string(e->source_id ? "destination" : "endpoint"));
@@ -910,6 +912,7 @@ json_t *hookd_json_endpoint(const hookd_endpoint *e, int max_timeout_ms) {
     json_object_set_new(v, "source_id", json_string(e->source_id));
     json_object_set_new(v, "idempotent", json_boolean(e->idempotent));
     json_object_del(v, "event_types");
+    json_object_del(v, "body_format"); /* (a forward is the provider's body) */
   }
   return v;
 }

@@ -17,6 +17,7 @@
 
 #include "core/clock.h"
 #include "core/custom_headers.h"
+#include "core/envelope.h"
 #include "core/delivery_state.h"
 #include "core/ids.h"
 #include "core/redact.h"
@@ -673,23 +674,30 @@ int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
   char ts[24], *sig = it->sig, h[HOOKD_ID_MAX + 2048] /* most lines fit */;
   int64_t now_s = now / 1000;
   snprintf(ts, sizeof ts, "%lld", (long long)now_s);
+  /* what is sent: the stored bytes — or, to an endpoint whose body_format is "payload", the
+   * envelope's data alone, as Svix sends a message (an inbound forward is the provider's body) */
+  const char *body = it->c.body;
+  size_t body_len = it->c.body_len;
+  bool payload_only = !it->c.inbound && e->cfg.body_format &&
+                      !strcmp(e->cfg.body_format, "payload") &&
+                      hookd_envelope_data(it->c.body, it->c.body_len, &body, &body_len);
   /* the current signature, then during a rotation overlap the previous one */
   bool prev = e->has_prev && now < e->prev_until_ms;
   int rc;
   if (e->ed25519) {
-    rc = hookd_sign_v1a(e->ed_key, dl->event_id, now_s, it->c.body, it->c.body_len, sig);
+    rc = hookd_sign_v1a(e->ed_key, dl->event_id, now_s, body, body_len, sig);
     if (!rc && prev) {
       size_t n = strlen(sig);
       sig[n] = ' ';
-      rc = hookd_sign_v1a(e->prev_ed_key, dl->event_id, now_s, it->c.body, it->c.body_len,
+      rc = hookd_sign_v1a(e->prev_ed_key, dl->event_id, now_s, body, body_len,
                           sig + n + 1);
     }
   } else {
-    rc = hookd_sign_v1(&e->key, dl->event_id, now_s, it->c.body, it->c.body_len, sig);
+    rc = hookd_sign_v1(&e->key, dl->event_id, now_s, body, body_len, sig);
     if (!rc && prev) {
       size_t n = strlen(sig);
       sig[n] = ' ';
-      rc = hookd_sign_v1(&e->prev_key, dl->event_id, now_s, it->c.body, it->c.body_len,
+      rc = hookd_sign_v1(&e->prev_key, dl->event_id, now_s, body, body_len,
                          sig + n + 1);
     }
   }
@@ -711,6 +719,8 @@ int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
     if (add_lines(&hs, it->c.meta, e->header_lines, h, sizeof h) != 0) goto fail;
   } else {
     ADD("Content-Type: application/json");
+    /* (the type is not in a payload alone: said beside it, as a forward says a provider's) */
+    if (payload_only) ADD("hookd-event-type: %s", dl->event_type ? dl->event_type : "");
   }
   ADD("webhook-id: %s", dl->event_id);
   ADD("webhook-timestamp: %s", ts);
@@ -735,8 +745,8 @@ int disp_send_item(hookd_dispatcher *d, item *it, int64_t now) {
   if (!(it->url = strdup(e->cfg.url))) goto fail;
   it->req.url = it->url;
   it->req.headers = hs;
-  it->req.body = it->c.body;
-  it->req.body_len = it->c.body_len;
+  it->req.body = body;
+  it->req.body_len = body_len;
   it->req.timeout_ms = e->cfg.timeout_ms;
   it->req.user = it;
   if (hookd_egress_start(d->eg, &it->req) != 0) goto fail;

@@ -246,6 +246,7 @@ void hookd_endpoint_free(hookd_endpoint *e) {
   free(e->channels);
   free(e->metadata);
   free(e->payload_filter);
+  free(e->body_format);
   memset(e, 0, sizeof *e);
 }
 
@@ -268,6 +269,7 @@ void hookd_endpoint_copy(hookd_endpoint *dst, const hookd_endpoint *src) {
   dst->channels = dup_or_null(src->channels);
   dst->metadata = dup_or_null(src->metadata);
   dst->payload_filter = dup_or_null(src->payload_filter);
+  dst->body_format = dup_or_null(src->body_format);
 }
 
 void hookd_event_free(hookd_event *e) {

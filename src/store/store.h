@@ -88,6 +88,8 @@ typedef struct hookd_endpoint {
   char *channels;        /* comma-separated; NULL = every event (hookd_channels_match) */
   char *metadata;        /* the API's labels, compact JSON; NULL = none */
   char *payload_filter;  /* compact JSON (core/payload_filter.h); NULL = every payload */
+  char *body_format;     /* "envelope" (NULL too): the stored envelope is sent; "payload": its
+                            data alone (core/envelope.h), as Svix sends a message */
 } hookd_endpoint;
 
 typedef struct hookd_event {

@@ -119,6 +119,51 @@ describe('delivery outcomes', () => {
     await recv.close();
   });
 
+  it('body_format "payload": the endpoint is sent the data alone, the envelope\'s own bytes, signed as sent, its type in hookd-event-type (as Svix sends a message); PATCHed back, the envelope', async () => {
+    const recv = await startReceiver();
+    const { tenant, secret, endpoint } = await setup(h, recv.url, { body_format: 'payload', payload_filter: { amount: { $gt: 1 } } });
+    const other = await h.api('POST', `/v1/tenants/${tenant}/endpoints`, { url: recv.url });
+    assert.equal(other.json.body_format, 'envelope', 'the default');
+    assert.equal((await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json.body_format, 'payload');
+    // (as text: a JS object would have made 100.0 an integer and rounded the big one)
+    const p = await publish(h, tenant, '{"type":"invoice.paid","schema_version":2,"payload":{"amount":100.0,"n":9007199254740993,"s":"\\u00e9\\u2028"}}');
+    assert.equal(p.json.deliveries, 2);
+    await recv.waitFor(2);
+    const byEp = (id) => recv.requests.find((q) => q.headers['hookd-delivery-id'] && q.url && q.headers['webhook-id'] === p.json.id && (id === 'payload' ? !q.body.startsWith('{"id"') : q.body.startsWith('{"id"')));
+    const raw = byEp('payload');
+    const env = byEp('envelope');
+    assert.ok(raw && env, 'one of each');
+    const slice = env.body.slice(env.body.indexOf('"data":') + 7, -1);
+    assert.equal(raw.body, slice, 'the envelope\'s data bytes, as stored');
+    assert.equal(raw.body, '{"amount":1e+02,"n":9007199254740993,"s":"é\u2028"}');
+    assert.equal(raw.headers['hookd-event-type'], 'invoice.paid');
+    assert.equal(env.headers['hookd-event-type'], undefined, 'the envelope says its type');
+    assert.equal(raw.headers['webhook-id'], p.json.id);
+    assert.doesNotThrow(() => new Webhook(secret).verify(raw.body, raw.headers), 'signed as sent');
+    assert.equal(Number(raw.headers['content-length']), Buffer.byteLength(raw.body));
+    // a replay is sent the same way
+    const [d] = (await h.api('GET', `/v1/events/${p.json.id}`)).json.deliveries.filter((x) => x.endpoint_id === endpoint);
+    await waitDelivery(h, p.json.id, (ds) => ds.every((x) => x.state === 'delivered'));
+    assert.equal((await h.api('POST', `/v1/deliveries/${d.id}/replay`)).status, 202);
+    await recv.waitFor(3);
+    assert.equal(recv.requests[2].body, raw.body);
+    // PATCHed back: the envelope again; a bad value, or on a source's destination, is 422
+    const back = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { body_format: 'envelope' });
+    assert.equal(back.json.body_format, 'envelope');
+    await h.api('DELETE', `/v1/tenants/${tenant}/endpoints/${other.json.id}`);
+    const p2 = await publish(h, tenant, { type: 'invoice.paid', payload: { amount: 5 } });
+    await recv.waitFor(4);
+    assert.equal(JSON.parse(recv.requests[3].body).id, p2.json.id, 'an envelope');
+    const bad = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { body_format: 'raw' });
+    assert.deepEqual([bad.status, bad.json.error.code], [422, 'invalid_field']);
+    const src = await h.api('POST', '/v1/sources', { tenant, provider: 'github', secrets: ['gh_b'], destinations: [{ url: recv.url }] });
+    const dest = src.json.destinations[0];
+    assert.equal(dest.body_format, undefined, 'a forward is the provider\'s body');
+    const destPatch = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${dest.id}`, { body_format: 'payload' });
+    assert.deepEqual([destPatch.status, destPatch.json.error.code, destPatch.json.error.param], [422, 'invalid_field', 'body_format'], destPatch.text);
+    await recv.close();
+  });
+
   it('--svix-headers: svix-id, svix-timestamp and svix-signature beside the webhook-* ones, the same values (a receiver migrated from Svix reads them); not without it', async () => {
     const d = await startHookd({ args: ['--svix-headers'] });
     try {

@@ -82,7 +82,7 @@ test('on a PostgreSQL store an event is published once per Idempotency-Key, deli
   const h = await node(store, masterKey(), 'n1');
   try {
     const migrated = h.logs.find((l) => l.msg === 'store.migrated');
-    assert.deepEqual([migrated?.from, migrated?.to], [0, 23], 'the schema made at the first start');
+    assert.deepEqual([migrated?.from, migrated?.to], [0, 24], 'the schema made at the first start');
     const { tenant, endpoint, secret } = await setup(h, rx.url);
     const body = { id: 'evt_pg_1', type: 'order.created', payload: { n: 1 } };
     const p1 = await publish(h, tenant, body, { 'Idempotency-Key': 'k1' });
@@ -1715,7 +1715,7 @@ test('a store at schema 1 is upgraded at start, its data kept, the change feed\'
     await c.query('DELETE FROM hookd_schema_version WHERE version > 1');
     h = await node(store, key, 'n1');
     const migrated = h.logs.find((l) => l.msg === 'store.migrated');
-    assert.deepEqual([migrated?.from, migrated?.to], [1, 23]);
+    assert.deepEqual([migrated?.from, migrated?.to], [1, 24]);
     await h.api('POST', '/v1/tenants', { id: 'after-upgrade' }); // (a writing batch: its token)
     assert.equal((await c.query("SELECT count(*)::int AS n FROM commit_marks WHERE node_id = 'n1'")).rows[0].n, 1);
     const triggers = (await c.query(`SELECT tgname FROM pg_trigger WHERE tgname LIKE '%notify%' ORDER BY 1`)).rows;

@@ -93,6 +93,7 @@ void pg_read_endpoint(const PGresult *r, int row, hookd_endpoint *e) {
   e->metadata = pg_str(r, row, 32);
   e->payload_filter = pg_str(r, row, 33);
   e->disabled_ms = pg_i64(r, row, 34);
+  e->body_format = pg_str(r, row, 35);
 }
 
 static void rd_endpoint(const PGresult *r, int row, void *rec) { pg_read_endpoint(r, row, rec); }
@@ -152,6 +153,7 @@ int pg_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tena
   pg_p_text(&p, ep->channels);
   pg_p_text(&p, ep->metadata);
   pg_p_text(&p, ep->payload_filter);
+  pg_p_text(&p, ep->body_format ? ep->body_format : "envelope");
   /* a taken id is an expected answer, not a failing statement (which would abort the
    * transaction): nothing inserted, then the row that holds it says why */
   int64_t made =
@@ -159,9 +161,9 @@ int pg_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tena
            "INSERT INTO endpoints(id, tenant_id, url, description, event_types, enabled,"
            " disabled_reason, max_in_flight, timeout_ms, policy_id, secret, created_at,"
            " updated_at, signing, source_id, idempotent, rate_limit, ordered, lane_policy,"
-           " headers, channels, metadata, payload_filter, disabled_at) VALUES ($1, $2, $3, $4, $5,"
-           " $6, $7, $8, $9, $10, $11, $12, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,"
-           " CASE WHEN $6::bigint = 1 THEN NULL ELSE $12::bigint END)"
+           " headers, channels, metadata, payload_filter, disabled_at, body_format) VALUES ($1, $2,"
+           " $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13, $14, $15, $16, $17, $18, $19,"
+           " $20, $21, $22, CASE WHEN $6::bigint = 1 THEN NULL ELSE $12::bigint END, $23)"
            " ON CONFLICT (id) DO NOTHING",
            &p, "insert endpoint");
   if (made < 0) return pg_insert_failed(c);
@@ -321,6 +323,7 @@ int pg_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
   pg_p_text(&p, ep->channels);
   pg_p_text(&p, ep->metadata);
   pg_p_text(&p, ep->payload_filter);
+  pg_p_text(&p, ep->body_format ? ep->body_format : "envelope");
   /* updated_at moves on whatever the clocks: another node's rescan takes a row whose
    * updated_at differs from the one it holds, and two writes in one millisecond (a PATCH and a
    * rotation through two nodes) left the second unseen there — its old secret still signing */
@@ -332,6 +335,7 @@ int pg_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
            " previous_secret = $12,"
            " previous_expires_at = $13, rate_limit = $14, ordered = $15, lane_policy = $16,"
            " headers = $18, channels = $19, metadata = $20, payload_filter = $21,"
+           " body_format = $22,"
            " idempotent = CASE WHEN source_id IS NULL THEN 1 ELSE $17::bigint END,"
            /* (the right-hand sides read the row as it was: `enabled` is the old value) */
            " disabled_at = CASE WHEN $5::bigint = 1 THEN NULL WHEN enabled = 1 THEN"

@@ -221,7 +221,7 @@ int pg_first_sealed(hookd_store_conn *c, char id[17]); /* (pg_schema.c) */
   " p.id, p.max_attempts, p.base_ms, p.cap_ms, p.max_age_ms, p.retry_after_cap_ms,"          \
   " e.signing, e.previous_secret, e.previous_expires_at, e.source_id, e.idempotent,"        \
   " e.rate_limit, e.ordered, e.lane_policy, e.failing_since, p.retry_statuses, e.paused_until," \
-  " e.headers, e.channels, e.metadata, e.payload_filter, e.disabled_at"
+  " e.headers, e.channels, e.metadata, e.payload_filter, e.disabled_at, e.body_format"
 #define PG_EP_FROM " FROM endpoints e JOIN retry_policies p ON p.id = e.policy_id"
 void pg_read_endpoint(const PGresult *r, int row, hookd_endpoint *e);
 /* Every row of r as endpoints (malloc'd array; pg_read_rows: takes r, NULL is a failure);

@@ -393,12 +393,18 @@ static const char *const migration_22[] = {
 static const char *const migration_23[] = {
     "CREATE INDEX IF NOT EXISTS replay_moves_delivery ON replay_moves(delivery_seq)", NULL};
 
+/* 24: what an endpoint is sent, the envelope or its data alone (SQLite's migration 58). */
+static const char *const migration_24[] = {
+    "ALTER TABLE endpoints ADD COLUMN IF NOT EXISTS body_format text NOT NULL"
+    " DEFAULT 'envelope'",
+    NULL};
+
 static const char *const *const migrations[] = {
     migration_1,  migration_2,  migration_3,  migration_4,  migration_5,
     migration_6,  migration_7,  migration_8,  migration_9,  migration_10,
     migration_11, migration_12, migration_13, migration_14, migration_15,
     migration_16, migration_17, migration_18, migration_19, migration_20,
-    migration_21, migration_22, migration_23};
+    migration_21, migration_22, migration_23, migration_24};
 #define N_MIGRATIONS ((int64_t)(sizeof migrations / sizeof migrations[0]))
 
 /* The version recorded, 0 for a database hookd never touched; -1 on error. */

@@ -421,6 +421,7 @@ void sq_read_endpoint(sqlite3_stmt *st, hookd_endpoint *e) {
   e->metadata = sq_col_str(st, 32);
   e->payload_filter = sq_col_str(st, 33);
   e->disabled_ms = sq_col_i64(st, 34);
+  e->body_format = sq_col_str(st, 35);
 }
 
 static void rd_endpoint(sqlite3_stmt *st, void *rec) { sq_read_endpoint(st, rec); }
@@ -463,9 +464,9 @@ int sq_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tena
                "INSERT INTO endpoints(id, tenant_id, url, description, event_types, enabled,"
                " disabled_reason, max_in_flight, timeout_ms, policy_id, secret, created_at,"
                " updated_at, signing, source_id, idempotent, rate_limit, ordered, lane_policy,"
-               " headers, channels, metadata, payload_filter, disabled_at) VALUES (?1, ?2, ?3, ?4,"
-               " ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,"
-               " ?21, ?22, CASE WHEN ?6 THEN NULL ELSE ?12 END)");
+               " headers, channels, metadata, payload_filter, disabled_at, body_format) VALUES (?1,"
+               " ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13, ?14, ?15, ?16, ?17, ?18,"
+               " ?19, ?20, ?21, ?22, CASE WHEN ?6 THEN NULL ELSE ?12 END, ?23)");
   if (!st) return HOOKD_STORE_ERR;
   sq_bind_text(st, 1, ep->id);
   sq_bind_text(st, 2, ep->tenant_id);
@@ -489,6 +490,7 @@ int sq_endpoint_create(hookd_store_conn *c, hookd_endpoint *ep, int max_per_tena
   sq_bind_text(st, 20, ep->channels);
   sq_bind_text(st, 21, ep->metadata);
   sq_bind_text(st, 22, ep->payload_filter);
+  sq_bind_text(st, 23, ep->body_format ? ep->body_format : "envelope");
   rc = sqlite3_step(st);
   if (rc == SQLITE_CONSTRAINT_FOREIGNKEY) {
     snprintf(c->err, sizeof c->err, "tenant not found");
@@ -601,7 +603,7 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
               " disabled_reason = ?6, max_in_flight = ?7, timeout_ms = ?8, policy_id = ?9,"
               " secret = ?10, updated_at = ?11, previous_secret = ?12, previous_expires_at = ?13,"
               " rate_limit = ?14, ordered = ?15, lane_policy = ?16, headers = ?18, channels = ?19,"
-              " metadata = ?20, payload_filter = ?21,"
+              " metadata = ?20, payload_filter = ?21, body_format = ?22,"
               " idempotent = CASE WHEN source_id IS NULL THEN 1 ELSE ?17 END,"
               /* (the right-hand sides read the row as it was: `enabled` is the old value) */
               " disabled_at = CASE WHEN ?5 THEN NULL WHEN enabled THEN ?11 ELSE disabled_at END,"
@@ -638,6 +640,7 @@ int sq_endpoint_update(hookd_store_conn *c, hookd_endpoint *ep) {
   sq_bind_text(st, 19, ep->channels);
   sq_bind_text(st, 20, ep->metadata);
   sq_bind_text(st, 21, ep->payload_filter);
+  sq_bind_text(st, 22, ep->body_format ? ep->body_format : "envelope");
   if (sqlite3_step(st) != SQLITE_DONE) return sq_fail(c, "update endpoint");
   if (sqlite3_changes(c->db) != 1) return HOOKD_STORE_NOTFOUND;
   if (now_no_resend) {

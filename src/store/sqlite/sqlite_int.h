@@ -193,7 +193,7 @@ int sq_lane_unblock(hookd_store_conn *c, const char *endpoint_id, int64_t now_ms
   " p.id, p.max_attempts, p.base_ms, p.cap_ms, p.max_age_ms, p.retry_after_cap_ms,"          \
   " e.signing, e.previous_secret, e.previous_expires_at, e.source_id, e.idempotent,"        \
   " e.rate_limit, e.ordered, e.lane_policy, e.failing_since, p.retry_statuses, e.paused_until," \
-  " e.headers, e.channels, e.metadata, e.payload_filter, e.disabled_at"
+  " e.headers, e.channels, e.metadata, e.payload_filter, e.disabled_at, e.body_format"
 #define SQ_EP_FROM " FROM endpoints e JOIN retry_policies p ON p.id = e.policy_id"
 
 void sq_read_endpoint(sqlite3_stmt *st, hookd_endpoint *e);

@@ -734,6 +734,10 @@ static const struct {
       * them (sq_retry_now) — without it, that statement read every move of a week's jobs on
       * the writer. */
      "CREATE INDEX IF NOT EXISTS replay_moves_delivery ON replay_moves(delivery_seq);"},
+    {58,
+     /* What an endpoint is sent (docs/api.md "Endpoints", body_format): the envelope, or its
+      * data alone — Svix's message as published, for receivers migrated from it. */
+     "ALTER TABLE endpoints ADD COLUMN body_format TEXT NOT NULL DEFAULT 'envelope';"},
 };
 
 /* A query answering non-zero when migration `version`'s change is there already (a store whose
@@ -801,6 +805,8 @@ static const char *migration_done_if(int version) {
     return "SELECT COUNT(*) FROM pragma_table_info('api_keys') WHERE name = 'expires_at'";
   case 56:
     return "SELECT COUNT(*) FROM pragma_table_info('endpoints') WHERE name = 'disabled_at'";
+  case 58:
+    return "SELECT COUNT(*) FROM pragma_table_info('endpoints') WHERE name = 'body_format'";
   default: return NULL;
   }
 }
