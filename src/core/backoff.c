@@ -18,7 +18,7 @@ void hookd_retry_policy_defaults(hookd_retry_policy *p) {
 }
 
 bool hookd_retry_status_listable(int status) {
-  return status >= 400 && status <= 499 && status != 408 && status != 429 && status != 410;
+  return status >= 400 && status <= 499 && status != 408 && status != 429;
 }
 
 bool hookd_retry_policy_retries(const hookd_retry_policy *p, int status) {

@@ -22,8 +22,9 @@ typedef struct hookd_retry_policy {
 
 /* Whether the policy retries this 4xx status. */
 bool hookd_retry_policy_retries(const hookd_retry_policy *p, int status);
-/* A 4xx status the policy may list: 400-499 but 408 and 429 (retried anyway) and 410 (gone:
- * the endpoint is disabled). */
+/* A 4xx status the policy may list: 400-499 but 408 and 429 (retried anyway). 410 listed is
+ * retried as a failure instead of disabling the endpoint (Svix's way: a receiver that answers
+ * 410 for "this object is gone", not "remove me"). */
 bool hookd_retry_status_listable(int status);
 /* "409,423" <-> bits; parse returns -1 on anything but such a list (NULL or "" = none). */
 int hookd_retry_statuses_parse(const char *s, uint64_t out[2]);

@@ -23,6 +23,7 @@
 #include "daemon/api.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
+#include "daemon/ops_events.h"
 
 /* Fields a body may carry, and which of them were present (PATCH applies only those). */
 enum {
@@ -82,6 +83,7 @@ typedef struct ep_op {
   bool refused;
   hookd_url_error refusal;
   bool not_managers; /* a manager's key at an inbound source's destination: 403 */
+  hookd_publish_res ops;  /* the operational event of the change (--ops-tenant): its hints */
 } ep_op;
 
 static void ep_op_cleanup(hookd_api_op *op) {
@@ -97,10 +99,46 @@ static void ep_op_cleanup(hookd_api_op *op) {
   hookd_secret_free(e->headers);
   hookd_secret_free(e->plain_secret);
   hookd_endpoint_free(&e->ep);
+  hookd_publish_res_free(&e->ops);
   if (e->list) hookd_endpoints_free(e->list, e->n);
   free(e->check.url);
   free(e->k.answer);
   e->k.answer = NULL;
+}
+
+/* The operational event of a change to one of a tenant's own endpoints, in its transaction
+ * (docs/api.md "Operational events"; Svix's endpoint.created, .updated, .deleted): what a
+ * platform mirrors of the changes its customers make in the portal. fields: the changed ones
+ * (updated), comma-separated. Not of the ops tenant's own endpoints, nor a source's destination. */
+static int ops_event(ep_op *op, hookd_store_conn *c, const hookd_store_backend *be,
+                     const char *type, const char *fields) {
+  const char *ops = op->base.app->cfg->ops_tenant;
+  hookd_publish_res_free(&op->ops); /* a redone batch runs the op again */
+  if (!ops[0] || op->ep.source_id || !strcmp(op->tenant, ops)) return 0;
+  int64_t now = hookd_now_ms();
+  char at[HOOKD_RFC3339_MAX];
+  hookd_fmt_rfc3339_ms(now, at);
+  json_t *data = json_pack("{s:s,s:s,s:s,s:s}", "tenant_id", op->tenant, "endpoint_id",
+                           op->ep.id ? op->ep.id : op->id, "actor", op->base.actor, "at", at);
+  if (data && fields) {
+    json_t *list = json_array();
+    for (const char *f = fields; list && *f;) {
+      size_t n = strcspn(f, ",");
+      json_array_append_new(list, json_stringn(f, n));
+      f += n + (f[n] == ',');
+    }
+    json_object_set_new(data, "fields", list ? list : json_null());
+  }
+  if (!data) return HOOKD_STORE_ERR;
+  return hookd_ops_publish(c, be, ops, type, data, now, &op->ops);
+}
+
+/* After the commit: counted, and the ops event's deliveries are due now. */
+static void ops_hints(ep_op *op) {
+  if (op->ops.event_id) HOOKD_INC(ops_events);
+  for (size_t i = 0; i < op->ops.n_endpoints; i++)
+    hookd_dispatcher_hint(op->base.app->disp, op->ops.endpoints[i], op->ops.due_ms);
+  if (op->ops.endpoints_truncated) hookd_dispatcher_rescan(op->base.app->disp);
 }
 
 static bool valid_type_pattern(const char *s) {
@@ -549,6 +587,7 @@ static int run_create(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   if (!rc)
     rc = hookd_api_audit(base, c, be, "endpoint.create", op->ep.id, op->ep.tenant_id,
                          op->ep.signing);
+  if (!rc) rc = ops_event(op, c, be, "endpoint.created", NULL);
   return rc ? rc : hookd_kept_store(&op->k, c, be, 201, json_pack("{s:s}", "id", op->ep.id));
 }
 
@@ -579,6 +618,7 @@ static void reply_create(hookd_api_op *base, int rc) {
     hookd_req_add_header(base->req, "Idempotent-Replayed", "true");
   } else {
     hookd_dispatcher_endpoint_changed(base->app->disp, &op->ep);
+    ops_hints(op);
     HLOG(HOOKD_LOG_INFO, "endpoint.created", KV_S("endpoint_id", op->ep.id),
          KV_S("tenant_id", op->ep.tenant_id));
   }
@@ -893,10 +933,11 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
   if (rc2) return rc2;
   char detail[256]; /* (every field's name fits) */
   fields_detail(op->fields, detail, sizeof detail);
-  return hookd_api_audit(base, c, be, op->fields == F_ENABLED
-                                          ? (op->ep.enabled ? "endpoint.enable" : "endpoint.disable")
-                                          : "endpoint.update",
-                         op->id, op->tenant, detail);
+  rc = hookd_api_audit(base, c, be, op->fields == F_ENABLED
+                                        ? (op->ep.enabled ? "endpoint.enable" : "endpoint.disable")
+                                        : "endpoint.update",
+                       op->id, op->tenant, detail);
+  return rc ? rc : ops_event(op, c, be, "endpoint.updated", detail);
 }
 
 /* The shared ending of a change to a stored endpoint: false after answering the error (a
@@ -919,6 +960,7 @@ static bool ep_changed(hookd_api_op *base, int rc) {
 static void reply_patch(hookd_api_op *base, int rc) {
   ep_op *op = (ep_op *)base;
   if (!ep_changed(base, rc)) return;
+  ops_hints(op);
   HLOG(HOOKD_LOG_INFO, "endpoint.updated", KV_S("endpoint_id", op->ep.id),
        KV_S("tenant_id", op->ep.tenant_id), KV_I("enabled", op->ep.enabled));
   hookd_api_reply_json_applied(base, 200, ep_json(base->app, &op->ep));
@@ -976,7 +1018,8 @@ static int run_delete(hookd_store_conn *c, const hookd_store_backend *be, hookd_
   char detail[96];
   snprintf(detail, sizeof detail, "cancelled_deliveries=%d held_deliveries=%d",
            op->deleted.cancelled, op->deleted.held);
-  return hookd_api_audit(base, c, be, "endpoint.delete", op->id, op->tenant, detail);
+  rc = hookd_api_audit(base, c, be, "endpoint.delete", op->id, op->tenant, detail);
+  return rc ? rc : ops_event(op, c, be, "endpoint.deleted", NULL);
 }
 
 static void reply_delete(hookd_api_op *base, int rc) {
@@ -987,6 +1030,7 @@ static void reply_delete(hookd_api_op *base, int rc) {
     return;
   }
   hookd_dispatcher_endpoint_changed(base->app->disp, &op->ep);
+  ops_hints(op);
   HLOG(HOOKD_LOG_INFO, "endpoint.deleted", KV_S("endpoint_id", op->id),
        KV_S("tenant_id", op->tenant), KV_I("cancelled", op->deleted.cancelled),
        KV_I("held", op->deleted.held));

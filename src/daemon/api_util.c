@@ -620,7 +620,8 @@ int hookd_api_parse_retry(hookd_req *r, const json_t *v, const char *field, hook
 bad:
   hookd_req_error(r, 422, "invalid_field",
                   "%s.retry_statuses must be a list of 4xx statuses to retry (400-499; not 408 "
-                  "or 429, retried anyway, nor 410, which disables the endpoint)",
+                  "or 429, retried anyway; 410 listed is retried instead of disabling the "
+                  "endpoint)",
                   field);
   return -1;
 }

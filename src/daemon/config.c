@@ -170,7 +170,8 @@ static const opt opts[] = {
      "default retry policy: longest Retry-After honoured"},
     {"retry-statuses", NULL, T_STR, OFF(retry_statuses), SZ(retry_statuses), 0, 0, "LIST",
      "default retry policy: 4xx statuses retried instead of final, comma-separated (e.g. "
-     "401,404: Svix retries every non-2xx; 408 and 429 are retried anyway, 410 disables)"},
+     "401,404: Svix retries every non-2xx; 408 and 429 are retried anyway; 410 listed is retried "
+     "instead of disabling the endpoint)"},
     {"event-ttl-s", NULL, T_I64, OFF(event_ttl_s), 0, 0, 315360000, "S",
      "events expire (undelivered deliveries go DEAD) after this; 0 = never"},
     {"max-body-bytes", "HOOKD_MAX_BODY_BYTES", T_SIZE, OFF(max_body_bytes), 0, 64, 64 << 20,
@@ -857,7 +858,7 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
   if (c->retry_statuses[0] &&
       hookd_retry_statuses_parse(c->retry_statuses, c->policy.retry_4xx) != 0) {
     snprintf(err, errlen, "--retry-statuses: expected comma-separated 4xx statuses (400-499; not "
-                          "408 or 429, retried anyway, nor 410, which disables the endpoint)");
+                          "408 or 429, retried anyway; 410 listed is retried, not a disable)");
     return -1;
   }
   const char *bad = hookd_retry_policy_check(&c->policy);

@@ -912,8 +912,10 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
   bool stale = moved || it->sent_ms < e->health_since;
 
   hookd_classification cls = hookd_classify(req->net, req->status);
-  /* a 4xx the delivery's policy lists is retried instead of given up (O6) */
-  if (cls.cls == HOOKD_CLASS_PERMANENT && req->net == HOOKD_NET_OK &&
+  /* a 4xx the delivery's policy lists is retried instead of given up (O6) — a 410 too, which
+   * then disables nothing */
+  if ((cls.cls == HOOKD_CLASS_PERMANENT || cls.cls == HOOKD_CLASS_GONE) &&
+      req->net == HOOKD_NET_OK &&
       hookd_retry_policy_retries(&it->c.policy, req->status))
     cls.cls = HOOKD_CLASS_RETRY;
   if (moved && cls.cls != HOOKD_CLASS_SUCCESS) cls.cls = HOOKD_CLASS_RETRY;

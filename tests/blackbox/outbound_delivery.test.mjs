@@ -349,6 +349,18 @@ describe('delivery outcomes', () => {
     await recv.close();
   });
 
+  it('a 410 the retry policy lists is retried as a failure and disables nothing (Svix\'s way: "this object is gone", not "remove me")', async () => {
+    let n = 0;
+    const recv = await startReceiver(() => ({ status: ++n <= 2 ? 410 : 200 }));
+    const { tenant, endpoint } = await setup(h, recv.url, { retry: { retry_statuses: [410], backoff_base_ms: 100, backoff_cap_ms: 100 } });
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal(d.attempt_count, 3, 'two 410s retried, then delivered');
+    const ep = (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json;
+    assert.deepEqual([ep.enabled, ep.disabled_reason], [true, null], 'not disabled');
+    await recv.close();
+  });
+
   it('a 4xx the retry policy lists (retry_statuses) is retried; others stay permanent', async () => {
     let n = 0;
     const recv = await startReceiver(() => ({ status: ++n <= 2 ? 409 : 200 }));
@@ -367,7 +379,7 @@ describe('delivery outcomes', () => {
     const [d2] = await waitDelivery(h, p2.json.id, (ds) => ds[0]?.state === 'dead');
     assert.equal(d2.dead_reason, 'permanent');
     assert.equal(d2.attempt_count, 1);
-    for (const bad of [[410], [429], [408], [500], ['409'], 409, [399]]) {
+    for (const bad of [[429], [408], [500], ['409'], 409, [399]]) {
       const r = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { retry: { retry_statuses: bad } });
       assert.equal(r.status, 422, JSON.stringify(bad));
       assert.match(r.json.error.message, /retry_statuses/);
@@ -1093,7 +1105,8 @@ describe('operational events (--ops-tenant)', () => {
     assert.equal(goneEp.status, 201, goneEp.text);
     const p = await publish(d, cust.tenant, { type: 'inv.paid', payload: { n: 2 } });
     const ds = await waitDelivery(d, p.json.id, (x) => x.length === 2 && x.every((y) => y.state === 'dead'));
-    await opsRecv.waitFor(3, 15000, 'three operational events');
+    // (goneEp's endpoint.created, then two delivery.dead and an endpoint.disabled)
+    await opsRecv.waitFor(4, 15000, 'four operational events');
     const got = opsRecv.requests.map((q) => { opsRecv.verify(q, opsEp.json.secret); return JSON.parse(q.body); });
     const dead = got.filter((e) => e.type === 'delivery.dead').map((e) => e.data).sort((a, b) => a.reason.localeCompare(b.reason));
     const byEp = new Map(ds.map((x) => [x.endpoint_id, x]));
@@ -1111,10 +1124,10 @@ describe('operational events (--ops-tenant)', () => {
     // event is published with the outcome it reports, so once they are DEAD it would be there
     await waitUntil(async () => {
       const r = await d.api('GET', '/v1/tenants/ops/deliveries?state=dead');
-      return r.json.data.length === 3 ? r : null;
-    }, { what: 'the ops tenant\'s refusing endpoint: three DEAD' });
-    assert.equal((await d.api('GET', '/v1/tenants/ops/events?limit=50')).json.data.length, 3, 'no event about itself');
-    assert.match((await d.api('GET', '/metrics')).text, /^hookd_ops_events_total 3$/m);
+      return r.json.data.length === 4 ? r : null;
+    }, { what: 'the ops tenant\'s refusing endpoint: four DEAD' });
+    assert.equal((await d.api('GET', '/v1/tenants/ops/events?limit=50')).json.data.length, 4, 'no event about itself');
+    assert.match((await d.api('GET', '/metrics')).text, /^hookd_ops_events_total 4$/m);
     // one disable, one event: not one for each answer of the requests that were out at once
     const slowGone = await startReceiver(() => ({ status: 410, delayMs: 300 }));
     const t2 = await setup(d, slowGone.url, { max_in_flight: 4 });
@@ -1125,6 +1138,43 @@ describe('operational events (--ops-tenant)', () => {
     assert.equal(opsEvents.length, 2, 'the first endpoint\'s disable and this one\'s, once');
     assert.equal((await d.stop()).code, 0);
     for (const r of [refuse, gone, opsRecv, slowGone]) await r.close();
+  });
+});
+
+describe('operational events of endpoint changes (--ops-tenant)', () => {
+  it('an endpoint of another tenant made, changed or deleted through the API is published as endpoint.created, .updated (the fields\' names) and .deleted, with the key that did it; a source\'s destination and the ops tenant\'s own endpoints are not', async () => {
+    const d = await startHookd({ args: ['--ops-tenant', 'ops'] });
+    try {
+      const opsRecv = await startReceiver();
+      assert.equal((await d.api('POST', '/v1/tenants', { id: 'ops' })).status, 201);
+      const opsEp = await d.api('POST', '/v1/tenants/ops/endpoints', { url: opsRecv.url });
+      assert.equal(opsEp.status, 201, opsEp.text);
+      assert.equal((await d.api('PATCH', `/v1/tenants/ops/endpoints/${opsEp.json.id}`, { description: 'own' })).status, 200);
+      const cust = await setup(d, opsRecv.url);
+      const path = `/v1/tenants/${cust.tenant}/endpoints/${cust.endpoint}`;
+      assert.equal((await d.api('PATCH', path, { url: `${opsRecv.url}/v2`, enabled: false })).status, 200);
+      const src = await d.api('POST', '/v1/sources', { tenant: cust.tenant, provider: 'github', secrets: ['gh_o'], destinations: [{ url: opsRecv.url }] });
+      assert.equal(src.status, 201, src.text);
+      assert.equal((await d.api('PATCH', `/v1/tenants/${cust.tenant}/endpoints/${src.json.destinations[0].id}`, { timeout_ms: 5000 })).status, 200);
+      assert.equal((await d.api('DELETE', path)).status, 200);
+      const events = async () => (await d.api('GET', '/v1/tenants/ops/events?limit=50')).json.data.reverse();
+      const evs = await waitUntil(async () => { const e = await events(); return e.length >= 3 ? e : null; }, { what: 'three events' });
+      assert.deepEqual(evs.map((e) => e.type), ['endpoint.created', 'endpoint.updated', 'endpoint.deleted'], 'none of the ops tenant\'s own, nor the destination\'s');
+      const datas = await Promise.all(evs.map(async (e) => (await d.api('GET', `/v1/events/${e.id}`)).json.payload));
+      for (const x of datas) {
+        assert.deepEqual([x.tenant_id, x.endpoint_id, x.actor], [cust.tenant, cust.endpoint, 'key_config']);
+        assert.ok(Date.parse(x.at) > 0);
+      }
+      assert.deepEqual(datas[1].fields, ['url', 'enabled']);
+      assert.equal(datas[0].fields, undefined);
+      assert.ok(!JSON.stringify(datas).includes('/v2'), 'never a value: a URL may hold a credential');
+      // delivered as any event, signed
+      await opsRecv.waitFor(3, 15000, 'the three delivered');
+      for (const q of opsRecv.requests) opsRecv.verify(q, opsEp.json.secret);
+      await opsRecv.close();
+    } finally {
+      assert.equal((await d.stop()).code, 0);
+    }
   });
 });
 

@@ -68,7 +68,13 @@ static void retry_statuses(void **s) {
   hookd_retry_statuses_format(p.retry_4xx, out, sizeof out);
   assert_string_equal(out, "400,409,423,499");
   uint64_t bits[2];
-  const char *bad[] = {"410", "408", "429", "500", "399", "40", "4090", "409,", ",409", "409;423",
+  /* 410 listed: retried (instead of disabling the endpoint, the dispatcher's) */
+  assert_int_equal(hookd_retry_statuses_parse("410", bits), 0);
+  hookd_retry_policy q = p;
+  q.retry_4xx[0] = bits[0];
+  q.retry_4xx[1] = bits[1];
+  assert_true(hookd_retry_policy_retries(&q, 410));
+  const char *bad[] = {"408", "429", "500", "399", "40", "4090", "409,", ",409", "409;423",
                        "409, 423", "abc"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     if (hookd_retry_statuses_parse(bad[i], bits) == 0) fail_msg("\"%s\" accepted", bad[i]);
