@@ -937,7 +937,8 @@ static int run_patch(hookd_store_conn *c, const hookd_store_backend *be, hookd_a
                                         ? (op->ep.enabled ? "endpoint.enable" : "endpoint.disable")
                                         : "endpoint.update",
                        op->id, op->tenant, detail);
-  return rc ? rc : ops_event(op, c, be, "endpoint.updated", detail);
+  /* (an empty PATCH changes nothing to report) */
+  return rc || !op->fields ? rc : ops_event(op, c, be, "endpoint.updated", detail);
 }
 
 /* The shared ending of a change to a stored endpoint: false after answering the error (a

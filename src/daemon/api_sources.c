@@ -798,6 +798,7 @@ static bool parse_destination(hookd_req *r, hookd_app *app, json_t *d, size_t i,
   e->max_in_flight = (int)mif;
   e->signing = strdup("hmac");
   e->policy = app->cfg->policy;
+  e->policy.retry_4xx[0] = e->policy.retry_4xx[1] = 0; /* (--retry-statuses: endpoints') */
   /* a handler deduplicating on the Idempotency-Key answers 409 while a request of that key is
    * still being processed (draft-ietf-httpapi-idempotency-key-header) — often hookd's own retry
    * after a timeout — and 423/425 to come back later: retried, not dead-lettered, unless the

@@ -391,10 +391,13 @@ static void ep_upsert(hookd_dispatcher *d, const hookd_endpoint *cfg) {
     bool was_lanes = ep_lanes_block(e);
     bool was_ordered = e->cfg.ordered;
     bool moved = !e->cfg.url || !cfg->url || strcmp(e->cfg.url, cfg->url) != 0;
-    /* signed or given its headers under the old ones: a secret rotated, a header changed */
+    /* signed or given its headers under the old ones: a secret rotated, a header changed, or
+     * the body another (body_format: NULL is the envelope) */
     bool resigned = !same_text(e->cfg.secret, cfg->secret) ||
                     !same_text(e->cfg.previous_secret, cfg->previous_secret) ||
-                    !same_text(e->cfg.headers, cfg->headers);
+                    !same_text(e->cfg.headers, cfg->headers) ||
+                    strcmp(e->cfg.body_format ? e->cfg.body_format : "envelope",
+                           cfg->body_format ? cfg->body_format : "envelope") != 0;
     ep_apply_config(d, e, cfg);
     e->disabled_by_outcome = false; /* the store's word now */
     /* a new URL is another destination, and an operator who enables the endpoint again has
@@ -913,10 +916,13 @@ static void on_http_done(hookd_egress_req *req, void *arg) {
 
   hookd_classification cls = hookd_classify(req->net, req->status);
   /* a 4xx the delivery's policy lists is retried instead of given up (O6) — a 410 too, which
-   * then disables nothing */
+   * then disables nothing; and a 410 the endpoint's policy lists now (a delivery keeps the
+   * version it was made under: one made before the list had 410 disabled the endpoint a PATCH
+   * had said not to, a review) */
   if ((cls.cls == HOOKD_CLASS_PERMANENT || cls.cls == HOOKD_CLASS_GONE) &&
       req->net == HOOKD_NET_OK &&
-      hookd_retry_policy_retries(&it->c.policy, req->status))
+      (hookd_retry_policy_retries(&it->c.policy, req->status) ||
+       (cls.cls == HOOKD_CLASS_GONE && hookd_retry_policy_retries(&e->cfg.policy, 410))))
     cls.cls = HOOKD_CLASS_RETRY;
   if (moved && cls.cls != HOOKD_CLASS_SUCCESS) cls.cls = HOOKD_CLASS_RETRY;
   int64_t ra = -1;

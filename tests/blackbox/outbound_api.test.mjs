@@ -1481,8 +1481,8 @@ describe('what an erasure leaves in SQLite\'s -wal file', () => {
 });
 
 describe('deleting an endpoint with deliveries in hand', () => {
-  it('a request not sent yet (its name resolving) when its endpoint is deleted, disabled, moved or its secret cut over is ended: nothing starts under the old settings after the answer', async () => {
-    for (const mode of ['delete', 'disable', 'url', 'rotate']) {
+  it('a request not sent yet (its name resolving) when its endpoint is deleted, disabled, moved, its secret cut over or its body_format changed is ended: nothing starts under the old settings after the answer', async () => {
+    for (const mode of ['delete', 'disable', 'url', 'rotate', 'body_format']) {
       const { dir, cleanup } = tempDir();
       const dns = faultDns(dir, 'slow.test', 8000);
       const r = await startReceiver();
@@ -1498,7 +1498,8 @@ describe('deleting an endpoint with deliveries in hand', () => {
       const a = mode === 'delete' ? await d.api('DELETE', path)
         : mode === 'disable' ? await d.api('PATCH', path, { enabled: false })
           : mode === 'url' ? await d.api('PATCH', path, { url: r2.url })
-            : await d.api('POST', `${path}/secret/rotate`, { expire_previous_after_s: 0 });
+            : mode === 'rotate' ? await d.api('POST', `${path}/secret/rotate`, { expire_previous_after_s: 0 })
+              : await d.api('PATCH', path, { body_format: 'payload' });
       assert.equal(a.status, 200, `${mode}: ${a.text}`);
       // ended at the answer, unsent (before, a review: it went out when the name resolved,
       // seconds after the answer)
@@ -1516,11 +1517,15 @@ describe('deleting an endpoint with deliveries in hand', () => {
         assert.equal(r2.requests.length, 1);
         const { attempts } = (await d.api('GET', `/v1/deliveries/${dl.id}`)).json;
         assert.deepEqual(attempts.map((x) => x.url), [r2.url], 'one attempt, at the new URL: none counted for the old one');
-      } else {
+      } else if (mode === 'rotate') {
         await r.waitFor(1, 15000, 'sent again, signed anew');
         assert.doesNotThrow(() => r.verify(r.requests[0], a.json.secret), 'signed with the new secret');
+      } else {
+        await r.waitFor(1, 15000, 'sent again, its body the payload alone');
+        assert.equal(r.requests.length, 1, 'once: the envelope never went out');
+        assert.equal(r.requests[0].body, '{"mode":"body_format"}');
       }
-      if (mode !== 'rotate') assert.equal(r.requests.length, 0, `${mode}: nothing reached the old settings' receiver`);
+      if (mode !== 'rotate' && mode !== 'body_format') assert.equal(r.requests.length, 0, `${mode}: nothing reached the old settings' receiver`);
       assert.equal((await d.stop()).code, 0);
       await r.close();
       await r2.close();

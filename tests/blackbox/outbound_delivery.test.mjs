@@ -361,6 +361,25 @@ describe('delivery outcomes', () => {
     await recv.close();
   });
 
+  it('a 410 PATCHed into the endpoint\'s retry_statuses holds for a delivery made before (it keeps its policy version): retried, the endpoint not disabled', async () => {
+    let answer = 500;
+    const recv = await startReceiver(() => ({ status: answer }));
+    const { tenant, endpoint } = await setup(h, recv.url, { retry: { backoff_base_ms: 100, backoff_cap_ms: 100 } });
+    const p = await publish(h, tenant, { type: 'a.b', payload: {} });
+    const [before] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'retrying');
+    const patched = await h.api('PATCH', `/v1/tenants/${tenant}/endpoints/${endpoint}`, { retry: { retry_statuses: [410] } });
+    assert.ok(patched.json.retry.policy_version > before.policy_version, 'a new version; the delivery keeps its own');
+    const seen = recv.requests.length;
+    answer = 410;
+    await recv.waitFor(seen + 2, 10000, 'two 410s answered');
+    answer = 200;
+    const [d] = await waitDelivery(h, p.json.id, (ds) => ds[0]?.state === 'delivered');
+    assert.equal(d.policy_version, before.policy_version);
+    const ep = (await h.api('GET', `/v1/tenants/${tenant}/endpoints/${endpoint}`)).json;
+    assert.deepEqual([ep.enabled, ep.disabled_reason], [true, null], 'not disabled');
+    await recv.close();
+  });
+
   it('a 4xx the retry policy lists (retry_statuses) is retried; others stay permanent', async () => {
     let n = 0;
     const recv = await startReceiver(() => ({ status: ++n <= 2 ? 409 : 200 }));
