@@ -108,8 +108,8 @@ static void ep_op_cleanup(hookd_api_op *op) {
 
 /* The operational event of a change to one of a tenant's own endpoints, in its transaction
  * (docs/api.md "Operational events"; Svix's endpoint.created, .updated, .deleted): what a
- * platform mirrors of the changes its customers make in the portal. fields: the changed ones
- * (updated), comma-separated. Not of the ops tenant's own endpoints, nor a source's destination. */
+ * platform mirrors of the changes its customers make in the portal. fields: the ones the request
+ * set (updated), comma-separated. Not of the ops tenant's own endpoints, nor a source's destination. */
 static int ops_event(ep_op *op, hookd_store_conn *c, const hookd_store_backend *be,
                      const char *type, const char *fields) {
   const char *ops = op->base.app->cfg->ops_tenant;
