@@ -1719,6 +1719,8 @@ static void check_clock(hookd_dispatcher *d, const msg *m) {
   int agreeing, voters;
   bool skewed = !hookd_clock_vote(self, m->votes, m->n_votes, bound, &agreeing, &voters);
   bool store_off = !skewed && !hookd_clock_agree(self, (hookd_clock_voter){0, 0}, bound);
+  /* (the state first, then its log: a request that follows the log meets the state) */
+  atomic_store(&d->clock_outvoted, skewed && voters > 2);
   if (skewed && !d->clock_skewed)
     HLOG(HOOKD_LOG_WARN, "clock.skew", KV_I("skew_ms", m->skew_ms), KV_I("bound_ms", bound),
          KV_I("agreeing", agreeing), KV_I("voters", voters),
@@ -1735,7 +1737,6 @@ static void check_clock(hookd_dispatcher *d, const msg *m) {
                            "database's is the one off; set it right"));
   d->store_clock_off = store_off;
   d->clock_skewed = skewed;
-  atomic_store(&d->clock_outvoted, skewed && voters > 2);
   d->outvoted_skew_ms = skewed && voters > 2 ? m->skew_ms : 0;
   d->clock_checked = true;
   atomic_store(&d->clock_agrees, !skewed);
