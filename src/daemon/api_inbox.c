@@ -39,7 +39,13 @@ typedef struct inbox_op {
   size_t n_hints;
   size_t n_resolved; /* deliveries settled by a resolve */
   hookd_kept k;      /* resolve, replay: an Idempotency-Key's answer */
+  unsigned states;   /* list: ?state=a,b — several (bits of list_states[]); 0: one or none */
 } inbox_op;
+
+/* The statuses a list filters by (as records show them). */
+static const char *const list_states[] = {"received",  "processing", "retryable_failed",
+                                          "completed", "dead_lettered", "unknown", "filtered",
+                                          "stale",     "conflict",      "duplicate", NULL};
 
 static void inbox_cleanup(hookd_api_op *base) {
   inbox_op *op = (inbox_op *)base;
@@ -150,13 +156,54 @@ void hookd_api_inbox_get(hookd_req *r, hookd_app *app) {
 
 /* ---------- list ---------- */
 
+static int by_seq_desc(const void *a, const void *b) {
+  int64_t x = ((const hookd_inbox *)a)->seq, y = ((const hookd_inbox *)b)->seq;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Several states (?state=dead_lettered,unknown, as the deliveries list takes them): each state's
+ * page read from its own index range, as one state's is, then merged newest first and cut to
+ * the page (the states are disjoint: "processing" is the leasable ones under a live lease, which
+ * "received" and "retryable_failed" leave out). */
+static int list_states_merged(inbox_op *op, hookd_store_conn *c, const hookd_store_backend *be) {
+  size_t cap = 0;
+  int rc = 0;
+  for (int i = 0; !rc && list_states[i]; i++) {
+    if (!(op->states & (1u << i))) continue;
+    op->f.status = list_states[i];
+    hookd_inbox *part = NULL;
+    size_t n = 0;
+    if ((rc = be->inbox_list(c, &op->f, &part, &n)) != 0) break;
+    if (op->n_list + n > cap) {
+      size_t want = op->n_list + n;
+      hookd_inbox *grown = realloc(op->list, want * sizeof *grown);
+      if (!grown) {
+        hookd_inboxes_free(part, n);
+        rc = HOOKD_STORE_ERR;
+        break;
+      }
+      op->list = grown;
+      cap = want;
+    }
+    if (n) memcpy(op->list + op->n_list, part, n * sizeof *part);
+    op->n_list += n;
+    free(part); /* (its records are op->list's now) */
+  }
+  op->f.status = NULL;
+  if (rc) return rc;
+  if (op->n_list) qsort(op->list, op->n_list, sizeof *op->list, by_seq_desc);
+  while (op->n_list > (size_t)op->f.limit) hookd_inbox_free(&op->list[--op->n_list]);
+  return 0;
+}
+
 static int run_list(hookd_store_conn *c, const hookd_store_backend *be, hookd_api_op *base) {
   inbox_op *op = (inbox_op *)base;
   /* a deleted tenant's records stay listed, as its audit log: those held unknown by its
    * destinations' delete are still to settle (a review: 404 once the tenant was deleted) */
   int rc = op->f.tenant_id ? be->ever_made(c, HOOKD_MADE_TENANT, NULL, op->f.tenant_id) : 0;
   if (rc == HOOKD_STORE_NOTFOUND) snprintf(base->err, sizeof base->err, "tenant");
-  if (!rc) rc = be->inbox_list(c, &op->f, &op->list, &op->n_list);
+  if (!rc) rc = op->states ? list_states_merged(op, c, be)
+                           : be->inbox_list(c, &op->f, &op->list, &op->n_list);
   /* nothing for a source: none left, or a mistyped id (404, as a mistyped tenant) */
   if (!rc && !op->n_list && op->f.source_id &&
       (rc = be->ever_made(c, HOOKD_MADE_SOURCE, op->f.tenant_id, op->f.source_id)) ==
@@ -179,9 +226,7 @@ static void reply_list(hookd_api_op *base, int rc) {
 }
 
 void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
-  static const char *const states[] = {"received",  "processing", "retryable_failed",
-                                       "completed", "dead_lettered", "unknown", "filtered",
-                                       "stale",     "conflict",      "duplicate", NULL};
+  const char *const *states = list_states;
   int limit = hookd_api_limit(r, 50, 500);
   if (limit < 0) return;
   const char *tenant = hookd_req_query(r, "tenant"), *source = hookd_req_query(r, "source"),
@@ -205,13 +250,23 @@ void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
   }
   int64_t since_ms, until_ms;
   if (hookd_api_type_time_query(r, &type, &since_ms, &until_ms) != 0) return;
-  int i = 0;
-  while (state && states[i] && strcmp(states[i], state)) i++;
-  if (state && !states[i]) {
-    hookd_req_field_error(r, 400, "invalid_parameter", "state",
-                          "state must be received, processing, retryable_failed, completed, "
-                          "dead_lettered, unknown, filtered, stale, conflict or duplicate");
-    return;
+  /* one state, or several comma-separated (each named once) */
+  unsigned mask = 0;
+  int n_states = 0;
+  for (const char *s = state; s;) {
+    size_t n = strcspn(s, ",");
+    int i = 0;
+    while (states[i] && (strlen(states[i]) != n || memcmp(states[i], s, n))) i++;
+    if (!states[i] || (mask & (1u << i))) {
+      hookd_req_field_error(r, 400, "invalid_parameter", "state",
+                            "state must be received, processing, retryable_failed, completed, "
+                            "dead_lettered, unknown, filtered, stale, conflict or duplicate "
+                            "(several comma-separated, each once)");
+      return;
+    }
+    mask |= 1u << i;
+    n_states++;
+    s = s[n] == ',' ? s + n + 1 : NULL;
   }
   long long b;
   if (hookd_api_list_scope(r, app, 'i', tenant, &b) != 0) return;
@@ -219,10 +274,11 @@ void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
   if (!op) return;
   snprintf(op->tenant, sizeof op->tenant, "%s", tenant ? tenant : "");
   snprintf(op->source, sizeof op->source, "%s", source ? source : "");
-  snprintf(op->status, sizeof op->status, "%s", state ? state : "");
+  snprintf(op->status, sizeof op->status, "%s", n_states == 1 ? state : "");
+  op->states = n_states > 1 ? mask : 0;
   op->f.tenant_id = tenant ? op->tenant : NULL;
   op->f.source_id = source ? op->source : NULL;
-  op->f.status = state ? op->status : NULL;
+  op->f.status = n_states == 1 ? op->status : NULL;
   snprintf(op->event_id, sizeof op->event_id, "%s", event_id ? shown : "");
   op->f.event_id = event_id ? op->event_id : NULL;
   snprintf(op->event_type, sizeof op->event_type, "%s", type ? type : "");
@@ -236,8 +292,8 @@ void hookd_api_inbox_list(hookd_req *r, hookd_app *app) {
    * inbox (no index holds a tenant's records in order, nor a source's, a provider id, a type or
    * a time; "processing" is two stored states' records under a live lease — a backlog's worth to
    * read for a few): on the scan connection, so that the API's other reads do not wait for it */
-  if (!tenant || !state || !strcmp(state, "processing") || source || event_id || type ||
-      since_ms || until_ms)
+  if (!tenant || !state || n_states > 1 || !strcmp(state, "processing") || source || event_id ||
+      type || since_ms || until_ms)
     hookd_api_submit_scan(&op->base);
   else
     hookd_api_submit(&op->base, false);

@@ -168,6 +168,21 @@ describe('deduplication', () => {
     assert.notEqual(third.json.inbox_id, second.json.inbox_id);
     assert.equal((await inbox(src, 'conflict')).length, 2);
     await waitStatus(src, first.json.inbox_id, 'completed');
+    // several states at once, as the deliveries list takes them: newest first, paged, each once
+    const both = await inbox(src, 'completed,conflict');
+    assert.deepEqual(both.map((x) => x.id), [third.json.inbox_id, second.json.inbox_id, first.json.inbox_id]);
+    const paged = [];
+    for (let cursor = null; ;) {
+      const pg = await h.api('GET', `/v1/inbox?tenant=${TENANT}&source=${src.id}&state=conflict,completed&limit=1${cursor ? `&before=${cursor}` : ''}`);
+      assert.equal(pg.status, 200, pg.text);
+      paged.push(...pg.json.data.map((x) => x.id));
+      if (!(cursor = pg.json.next_cursor)) break;
+    }
+    assert.deepEqual(paged, both.map((x) => x.id));
+    for (const bad of ['completed,completed', 'completed,', 'completed,nope']) {
+      const r = await h.api('GET', `/v1/inbox?tenant=${TENANT}&state=${bad}`);
+      assert.deepEqual([r.status, r.json.error.param], [400, 'state'], bad);
+    }
     // the conflicting payload has no forward of its own, and the original's was made once
     const held = (await h.api('GET', `/v1/inbox/${second.json.inbox_id}`)).json;
     assert.equal(held.status, 'conflict');
