@@ -556,6 +556,12 @@ describe('an inbound source\'s destination from the page', () => {
       await waitUntil(async () => (await read()).description === 'payments handler' || null,
         { what: `saved (status: ${doc.getElementById('status').textContent})` });
       assert.equal((await read()).url, recv.url, 'the URL as it was');
+      // the view drawn again with it before the window closes: the page's own reads after the
+      // save (the endpoint and its counts) answered after the close touched a document gone — a
+      // PostgreSQL CI run's unhandled rejection
+      await waitUntil(() => (h2() === `endpoint ${id}` &&
+        [...doc.querySelectorAll('#view td')].some((td) => td.textContent === 'payments handler')) || null,
+      { what: 'the destination drawn again, saved' });
     } finally {
       w.close();
     }
