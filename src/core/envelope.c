@@ -4,13 +4,6 @@
 
 #include <string.h>
 
-/* The first occurrence of needle (n bytes) in hay (len bytes), or NULL. */
-static const char *find(const char *hay, size_t len, const char *needle, size_t n) {
-  for (size_t i = 0; n <= len && i <= len - n; i++)
-    if (hay[i] == needle[0] && !memcmp(hay + i, needle, n)) return hay + i;
-  return NULL;
-}
-
 bool hookd_envelope_data(const char *env, size_t len, const char **data, size_t *data_len) {
   static const char head[] = "{\"id\":\"", ts[] = ",\"timestamp\":\"", tail[] = "\",\"data\":";
   if (!env || len < sizeof head || memcmp(env, head, sizeof head - 1) || env[len - 1] != '}')
@@ -18,10 +11,10 @@ bool hookd_envelope_data(const char *env, size_t len, const char **data, size_t 
   /* the id and type are JSON strings in which a quote is always escaped (\"), and a schema
    * version is bare: the first `,"timestamp":"` is the member's own, and the timestamp (RFC
    * 3339, no quote) ends at the first `","data":` */
-  const char *t = find(env, len, ts, sizeof ts - 1);
+  const char *t = memmem(env, len, ts, sizeof ts - 1);
   if (!t) return false;
   t += sizeof ts - 1;
-  const char *d = find(t, len - (size_t)(t - env), tail, sizeof tail - 1);
+  const char *d = memmem(t, len - (size_t)(t - env), tail, sizeof tail - 1);
   if (!d || memchr(t, '"', (size_t)(d - t))) return false;
   d += sizeof tail - 1;
   if (d >= env + len - 1) return false; /* no value before the closing brace */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/delivery_state.h"
 #include "core/ids.h"
 #include "core/payload_filter.h"
 #include "daemon/api.h"
@@ -141,20 +142,14 @@ static void reply_routing(hookd_api_op *base, int rc) {
   for (size_t i = 0; data && i < shown; i++) {
     const hookd_endpoint *ep = &op->eps[i];
     const hookd_delivery *d = delivery_to(op, ep->id);
-    json_t *state = NULL, *why;
     const char *detail = NULL;
-    if (d) {
-      json_t *dj = hookd_api_delivery_json(base->app, d);
-      state = json_incref(json_object_get(dj, "state"));
-      json_decref(dj);
-      why = json_array();
-    } else {
-      why = why_not(op, ep, &parsed, &detail);
-    }
+    /* (the state as a delivery's JSON names it: hookd_api_delivery_json) */
+    json_t *why = d ? json_array() : why_not(op, ep, &parsed, &detail);
     json_t *e = json_pack("{s:s,s:o,s:o,s:o,s:o}", "endpoint_id", ep->id, "delivery_id",
                           hookd_json_str_or_null(d ? d->id : NULL), "delivery_state",
-                          state ? state : json_null(), "why_not", why ? why : json_null(),
-                          "detail", hookd_json_str_or_null(detail));
+                          hookd_json_str_or_null(d ? hookd_dstate_name(d->state) : NULL),
+                          "why_not", why ? why : json_null(), "detail",
+                          hookd_json_str_or_null(detail));
     if (!e || json_array_append_new(data, e)) {
       json_decref(data);
       data = NULL;

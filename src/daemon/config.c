@@ -845,10 +845,8 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
       memset((char *)v, 'x', strlen(v));
     }
   }
-  int origins = 0;
-  for (const char *p = c->frame_ancestors; *p;) {
+  for (const char *p = c->frame_ancestors; *p;) { /* (no blank at either end: T_STR's check) */
     size_t n = strcspn(p, " ");
-    origins += n > 0;
     if (n && !frame_origin(p, n) && !(n == 6 && !memcmp(p, "'self'", 6))) {
       snprintf(err, errlen,
                "--dashboard-frame-ancestors: \"%.*s\" is not an origin (https://host[:port], "
@@ -857,7 +855,6 @@ int hookd_config_load(hookd_config *c, int argc, char **argv, char *err, size_t 
     }
     p += n + (p[n] == ' ');
   }
-  if (!origins) c->frame_ancestors[0] = '\0'; /* (blanks alone: none, DENY kept) */
   if (c->retry_statuses[0] &&
       hookd_retry_statuses_parse(c->retry_statuses, c->policy.retry_4xx) != 0) {
     snprintf(err, errlen, "--retry-statuses: expected comma-separated 4xx statuses (400-499; not "
